@@ -1,0 +1,5 @@
+import sys
+
+from tfcert.main import main
+
+sys.exit(main())

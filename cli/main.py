@@ -1,0 +1,193 @@
+"""tfcert: build transformers that interpolate exactly, certify every phase,
+and check certificates and arbitrary models with an independent verifier.
+
+Exit codes: 0 every claim holds, 1 some claim fails, 2 bad input or usage."""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+from tfcert.errors import InputError
+
+
+def _progress(label: str):
+    """A progress callback that draws on stderr only when it is a terminal."""
+    if not sys.stderr.isatty():
+        return None
+
+    def show(done: int, total: int) -> None:
+        end = "\n" if done == total else ""
+        print(f"\r{label}: block {done}/{total}", end=end, file=sys.stderr, flush=True)
+    return show
+
+
+def _write_text(path: str, data: bytes) -> None:
+    try:
+        Path(path).write_bytes(data)
+    except OSError as exc:
+        raise InputError(f"{path}: cannot write: {exc.strerror or exc}") from None
+
+
+def _phase_table(bundle) -> str:
+    c = bundle.construction
+    lines = [f"{'phase':<14} {'blocks':>12} {'claims':>7}"]
+    for p in c.phases:
+        lines.append(f"{p.name:<14} {f'[{p.span[0]}, {p.span[1]})':>12} {len(p.claims):>7}")
+    return "\n".join(lines)
+
+
+def _size_line(size: dict) -> str:
+    b = size["bounds"]
+    ratio = size["parameters"] / size["d_sum_m"]
+    return (f"size (Theorem {size['theorem']}): blocks {size['blocks']} ≤ {b['blocks']}, "
+            f"width {size['width']} ≤ {b['width']}, parameters {size['parameters']} ≤ {b['parameters']} "
+            f"({ratio:.2f}·dΣm){'' if size['within'] else '  [exceeds a bound]'}")
+
+
+def cmd_construct(args) -> int:
+    from tfcert.construct.bundle import build, write
+    from tfcert.verify.claims.size import measure
+
+    start = time.perf_counter()
+    bundle = build(args.dataset, args.attention, args.width, _progress("verifying"))
+    write(bundle.files, args.output)
+    seconds = time.perf_counter() - start
+    size = measure(bundle.construction.model, bundle.dataset, bundle.construction.theorem)
+    for warning in bundle.dataset.warnings:
+        print(f"warning: {warning}", file=sys.stderr)
+    if args.json:
+        print(json.dumps({"output": str(args.output), "size": size, "seconds": round(seconds, 3),
+                          "phases": [{"name": p.name, "blocks": list(p.span), "claims": len(p.claims)}
+                                     for p in bundle.construction.phases],
+                          "claims": len(bundle.report.results)}, indent=1))
+    else:
+        print(_phase_table(bundle))
+        print(_size_line(size))
+        print(f"{len(bundle.report.results)} claims verified; wrote {args.output}/"
+              f"{{dataset,model,certificate}}.json in {seconds:.2f}s")
+    return 0
+
+
+def cmd_verify(args) -> int:
+    from tfcert.report import as_json, human, junit
+    from tfcert.verify.check import verify_files
+
+    report = verify_files(args.model, args.dataset, args.certificate, _progress("verifying"))
+    if args.junit:
+        _write_text(args.junit, junit(report))
+    print(json.dumps(as_json(report), indent=1) if args.json else human(report))
+    return 0 if report.ok else 1
+
+
+def cmd_audit(args) -> int:
+    from tfcert.audit.audit import audit_files, certificate
+    from tfcert.report import human
+    from tfcert.verify.check import verify
+    from tfcert.verify.formats import dumps, parse_document
+
+    if args.temperature is not None:
+        raise InputError("--temperature: applies to softmax models, not supported yet")
+    report, model, model_doc, dataset_doc = audit_files(args.model, args.dataset, _progress("auditing"))
+    if args.output:
+        cert = dumps(certificate(report, model_doc.raw, dataset_doc.raw, len(model.blocks)))
+        check = verify(model_doc, dataset_doc, parse_document(args.output, cert))
+        assert check.ok == report.interpolates, "audit certificate disagrees with the audit"  # a bug
+        _write_text(args.output, cert)
+    out = {"interpolates": report.interpolates,
+           "sequences": [{"sequence": s.index, "exact": s.exact, "hausdorff_squared": str(s.hausdorff_squared),
+                          "hausdorff": float(s.hausdorff_squared) ** 0.5} for s in report.sequences],
+           "attention_layers": [{"block": l.block, "min_gap": None if l.min_gap is None else str(l.min_gap),
+                                 "ties": [list(t) for t in l.ties]} for l in report.layers],
+           "uniform_attention_blocks": list(report.uniform_blocks), "size": report.size}
+    if args.json:
+        print(json.dumps(out, indent=1))
+    else:
+        print(f"{'sequence':>8} {'verdict':>8} {'hausdorff':>12}")
+        for s in report.sequences:
+            print(f"{s.index:>8} {'exact' if s.exact else 'FAIL':>8} {float(s.hausdorff_squared) ** 0.5:>12.6g}")
+        for l in report.layers:
+            ties = f", {len(l.ties)} tie(s): " + " ".join(f"[{a},{b}]" for a, b in l.ties) if l.ties else ""
+            print(f"attention block {l.block}: least argmax gap {l.min_gap}{ties}")
+        print(_size_line(report.size))
+        print("verdict: interpolates exactly" if report.interpolates else "verdict: does NOT interpolate")
+    return 0 if report.interpolates else 1
+
+
+def cmd_demo(args) -> int:
+    from tfcert.demo import run_demo
+
+    return run_demo(args.output, args.attention)
+
+
+def cmd_bench(args) -> int:
+    from tfcert.bench import run_bench
+
+    return run_bench(args.quick, args.json)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="tfcert", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    p = sub.add_parser("construct", help="build, certify and verify an interpolating transformer")
+    p.add_argument("dataset")
+    p.add_argument("-o", "--output", required=True, help="bundle directory")
+    p.add_argument("--attention", choices=["hardmax", "softmax"], default="hardmax")
+    p.add_argument("--width", type=int, default=4, help="FF width: ⌊W/3⌋ hats per layer (default 4)")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_construct)
+
+    p = sub.add_parser("verify", help="check a certificate against a model and a dataset")
+    p.add_argument("--model", required=True)
+    p.add_argument("--dataset", required=True)
+    p.add_argument("--certificate", required=True)
+    p.add_argument("--json", action="store_true")
+    p.add_argument("--junit", metavar="FILE")
+    p.set_defaults(func=cmd_verify)
+
+    p = sub.add_parser("audit", help="audit any model against a dataset")
+    p.add_argument("--model", required=True)
+    p.add_argument("--dataset", required=True)
+    p.add_argument("--temperature")
+    p.add_argument("-o", "--output", metavar="CERT", help="write a certificate of the audit")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_audit)
+
+    p = sub.add_parser("demo", help="build, certify and verify a bundled 2-D example, with a picture")
+    p.add_argument("-o", "--output", default="tfcert-demo")
+    p.add_argument("--attention", choices=["hardmax", "softmax"], default="hardmax")
+    p.set_defaults(func=cmd_demo)
+
+    p = sub.add_parser("bench", help="time exact certification against a dense float64 forward pass")
+    p.add_argument("--quick", action="store_true")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_bench)
+
+    from tfcert.infoflow.cli import register as register_infoflow
+
+    register_infoflow(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:  # argparse: usage errors exit 2, --help exits 0
+        return int(exc.code or 0)
+    try:
+        return int(args.func(args))
+    except InputError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("error: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,74 @@
+"""The construction pipeline: bump → separation → leaders → collapse →
+interpolation, each phase contributing blocks and claims, assembled into a
+model and a certificate."""
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+
+from tfcert.construct.collapse import collapse
+from tfcert.construct.interpolation import interpolation_phase
+from tfcert.construct.leaders import leader_phase
+from tfcert.construct.separation import Phase, bumps, separation
+from tfcert.errors import InputError
+from tfcert.verify.claims.size import measure
+from tfcert.verify.formats import CERTIFICATE_FORMAT, Block, Dataset, Model, dumps, model_json
+
+THEOREM = {"hardmax": "1.6", "softmax": "1.8"}
+
+
+@dataclass(frozen=True)
+class Construction:
+    model: Model
+    phases: tuple[Phase, ...]
+    theorem: str
+
+    def summary(self) -> list[tuple[str, int, int]]:
+        """(phase, first block, end block) for each phase."""
+        return [(p.name, *p.span) for p in self.phases]
+
+
+def construct(dataset: Dataset, attention: str = "hardmax", width: int = 4) -> Construction:
+    """Build a transformer that maps each input set of ``dataset`` exactly onto
+    its output set. ``width`` bounds the FF width: ⌊width/3⌋ hats per layer."""
+    if width < 3:
+        raise InputError(f"--width: {width} is too small; a hat needs 3 units")
+    if attention != "hardmax":
+        raise InputError(f"--attention: {attention!r} is not supported yet")
+    per_layer = width // 3
+    d = dataset.d
+    bump, seqs = bumps(dataset, per_layer)
+    at = len(bump.blocks)
+    sep, seqs, w = separation(dataset, seqs, at)
+    at += 1
+    lead_blocks, lead_claims, leaders, seqs = leader_phase(dataset, seqs, w, at, per_layer)
+    last = at + len(lead_blocks) - 1
+    sa, collapse_claims, seqs = collapse(dataset, seqs, last)
+    lead_blocks[-1] = Block(lead_blocks[-1].ff, sa)
+    at += len(lead_blocks)
+    interp_blocks, interp_claims, seqs = interpolation_phase(dataset, seqs, leaders, at, per_layer)
+    if any(set(s) != set(p.output) for s, p in zip(seqs, dataset.pairs)):
+        raise AssertionError("construction does not interpolate")  # a bug, caught before any file is written
+    phases = (bump, sep,
+              Phase("leaders", (last + 1 - len(lead_blocks), last + 1), tuple(lead_blocks), tuple(lead_claims)),
+              Phase("collapse", (last, last + 1), (), tuple(collapse_claims)),  # the SA of the last leader block
+              Phase("interpolation", (at, at + len(interp_blocks)), tuple(interp_blocks), tuple(interp_claims)))
+    blocks = tuple(b for p in phases for b in p.blocks)
+    return Construction(Model(d, attention, blocks), phases, THEOREM[attention])
+
+
+def certificate(construction: Construction, dataset: Dataset, model_bytes: bytes, dataset_bytes: bytes) -> dict:
+    """The certificate for a construction, bound to the exact file bytes."""
+    model = construction.model
+    phases = [{"name": p.name, "blocks": list(p.span), "claims": list(p.claims)} for p in construction.phases]
+    phases.append({"name": "final", "blocks": [0, len(model.blocks)],
+                   "claims": [{"kind": "exact"},
+                              {"kind": "size", **measure(model, dataset, construction.theorem)}]})
+    return {"format": CERTIFICATE_FORMAT,
+            "model_sha256": hashlib.sha256(model_bytes).hexdigest(),
+            "dataset_sha256": hashlib.sha256(dataset_bytes).hexdigest(),
+            "attention": model.attention, "theorem": construction.theorem, "phases": phases}
+
+
+def model_bytes(model: Model) -> bytes:
+    return dumps(model_json(model))

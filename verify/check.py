@@ -1,0 +1,139 @@
+"""The kernel: read model, dataset and certificate; recompute every claim.
+
+A certificate passes only if the sha256 of the exact model and dataset bytes
+match, it claims exactness, and every claim recomputes. Claims that need the
+replay are checked as the replay reaches their layer, so memory stays at one
+copy of the tokens.
+"""
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+from tfcert.errors import InputError
+from tfcert.verify.claims import Context, argmax, clusters, exact, hat, separation, size, uniform
+from tfcert.verify.evaluate import Replay, Step
+from tfcert.verify.formats import (CERTIFICATE_FORMAT, Document, array, check_format, integer, load_document, obj,
+                                   read_dataset, read_model)
+
+KINDS = {m.KIND: m for m in (uniform, separation, hat, argmax, clusters, exact, size)}
+
+
+@dataclass(frozen=True)
+class Result:
+    """One checked claim: where it sits in the certificate and what failed."""
+    phase: str
+    kind: str
+    block: int | None
+    where: str
+    failures: tuple[str, ...]
+
+    @property
+    def ok(self) -> bool:
+        return not self.failures
+
+
+@dataclass(frozen=True)
+class Report:
+    results: tuple[Result, ...]
+
+    @property
+    def ok(self) -> bool:
+        return all(r.ok for r in self.results)
+
+
+@dataclass(frozen=True)
+class _Parsed:
+    phase: str
+    module: object
+    claim: object
+    where: str
+
+    @property
+    def block(self) -> int | None:
+        return getattr(self.claim, "block", None)
+
+
+def check_compatible(model, dataset, model_name: str, dataset_name: str) -> None:
+    if model.d != dataset.d:
+        raise InputError(f"{model_name}: $.d: model has d = {model.d} but {dataset_name} has d = {dataset.d}")
+
+
+def _parse_claims(cert: Document, ctx: Context) -> list[_Parsed]:
+    name = cert.path
+    top = obj(cert.value, f"{name}: $", ("format", "model_sha256", "dataset_sha256", "phases"))
+    check_format(top, CERTIFICATE_FORMAT, name)
+    n_blocks = len(ctx.model.blocks)
+    parsed = []
+    for p, raw_phase in enumerate(array(top["phases"], f"{name}: $.phases")):
+        where = f"{name}: $.phases[{p}]"
+        phase = obj(raw_phase, where, ("name", "blocks", "claims"))
+        span = array(phase["blocks"], f"{where}.blocks")
+        if len(span) != 2:
+            raise InputError(f"{where}.blocks: expected [first, end]")
+        first = integer(span[0], f"{where}.blocks[0]", 0, n_blocks)
+        end = integer(span[1], f"{where}.blocks[1]", first, n_blocks)
+        for c, raw in enumerate(array(phase["claims"], f"{where}.claims")):
+            at = f"{where}.claims[{c}]"
+            kind = obj(raw, at, ("kind",))["kind"]
+            if kind not in KINDS:
+                raise InputError(f"{at}.kind: unknown claim kind {kind!r}")
+            item = _Parsed(str(phase["name"]), KINDS[kind], KINDS[kind].parse(raw, at, ctx), at)
+            if item.block is not None and not first <= item.block < end:
+                raise InputError(f"{at}.block: block {item.block} lies outside the phase's blocks [{first}, {end})")
+            parsed.append(item)
+    return parsed
+
+
+def verify(model_doc: Document, dataset_doc: Document, cert_doc: Document,
+           progress: Callable[[int, int], None] | None = None) -> Report:
+    """Check a certificate against the exact model and dataset bytes."""
+    model, dataset = read_model(model_doc), read_dataset(dataset_doc)
+    check_compatible(model, dataset, model_doc.path, dataset_doc.path)
+    ctx = Context(model, dataset, cert_doc.value)
+    claims = _parse_claims(cert_doc, ctx)
+    top = cert_doc.value
+    results = [
+        Result("integrity", "model_sha256", None, f"{cert_doc.path}: $.model_sha256",
+               () if top["model_sha256"] == model_doc.sha256 else
+               (f"stated {top['model_sha256']}, file has {model_doc.sha256}",)),
+        Result("integrity", "dataset_sha256", None, f"{cert_doc.path}: $.dataset_sha256",
+               () if top["dataset_sha256"] == dataset_doc.sha256 else
+               (f"stated {top['dataset_sha256']}, file has {dataset_doc.sha256}",)),
+    ]
+    if not any(c.module is exact for c in claims):
+        results.append(Result("integrity", "exact", None, f"{cert_doc.path}: $.phases",
+                              ("the certificate makes no exactness claim",)))
+    results += replay_claims(ctx, claims, progress)
+    return Report(tuple(results))
+
+
+def replay_claims(ctx: Context, claims: list[_Parsed], progress=None) -> list[Result]:
+    """Check static claims, then replay the model once, checking each claim at its layer."""
+    def run(item: _Parsed, step: Step | None) -> Result:
+        return Result(item.phase, item.module.KIND, item.block, item.where,
+                      tuple(item.module.check(item.claim, ctx, step)))
+
+    results = [run(c, None) for c in claims if c.module.LAYER is None]
+    at: dict[tuple, list[_Parsed]] = defaultdict(list)
+    for c in claims:
+        if c.module.LAYER in ("ff", "sa"):
+            at[(c.block, c.module.LAYER)].append(c)
+    ends = [c for c in claims if c.module.LAYER == "end"]
+    replay = Replay(ctx.model, [p.input for p in ctx.dataset.pairs])
+    n_blocks = len(ctx.model.blocks)
+    for step in replay.steps():
+        results += [run(c, step) for c in at.get((step.block, step.layer), ())]
+        if progress and step.layer == "sa":
+            progress(step.block + 1, n_blocks)
+    final = replay.sequences()
+    end_step = Step(n_blocks, "end", final, final)
+    results += [run(c, end_step) for c in ends]
+    return results
+
+
+def verify_files(model: str | Path, dataset: str | Path, certificate: str | Path,
+                 progress: Callable[[int, int], None] | None = None) -> Report:
+    return verify(load_document(model), load_document(dataset), load_document(certificate), progress)

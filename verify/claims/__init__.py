@@ -1,0 +1,72 @@
+"""Claim kinds: one module each. A module defines ``KIND``, ``LAYER`` (the
+replay step it needs: "ff", "sa", "end", or None for a static claim), a
+``parse(raw, where, ctx)`` that validates the claim's fields, and a
+``check(claim, ctx, step)`` that recomputes it and returns the failures
+(an empty list means the claim holds)."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cached_property
+
+from flint import fmpq
+
+from tfcert.errors import InputError
+from tfcert.verify.formats import Dataset, Model, array, integer, number, obj
+
+
+@dataclass(frozen=True)
+class Context:
+    """What every claim may consult: the model, the dataset, and the maps
+    between a sequence's file index, its position, and flat token ids."""
+    model: Model
+    dataset: Dataset
+    certificate: dict
+
+    @cached_property
+    def position(self) -> dict[int, int]:
+        return {p.index: j for j, p in enumerate(self.dataset.pairs)}
+
+    @cached_property
+    def offsets(self) -> list[int]:
+        out, total = [], 0
+        for p in self.dataset.pairs:
+            out.append(total)
+            total += len(p.input)
+        return out
+
+    @cached_property
+    def _refs(self) -> list[tuple[int, int]]:
+        return [(p.index, i) for p in self.dataset.pairs for i in range(len(p.input))]
+
+    def ref(self, g: int) -> tuple[int, int]:
+        """[sequence file index, token index] of flat token id ``g``."""
+        return self._refs[g]
+
+
+def block_of(raw: dict, where: str, ctx: Context) -> int:
+    return integer(raw.get("block"), f"{where}.block", 0, max(len(ctx.model.blocks) - 1, 0))
+
+
+def token_ref(value: object, where: str, ctx: Context) -> tuple[int, int]:
+    """[sequence, token]: the sequence's index in the dataset file and the
+    token's index in its input list."""
+    pair = array(value, where)
+    if len(pair) != 2:
+        raise InputError(f"{where}: expected [sequence, token]")
+    j = integer(pair[0], f"{where}[0]", 0, 10**9)
+    rows = {p.index: p for p in ctx.dataset.pairs}
+    if j not in rows:
+        raise InputError(f"{where}[0]: no sequence {j} in the dataset")
+    i = integer(pair[1], f"{where}[1]", 0, len(rows[j].input) - 1)
+    return j, i
+
+
+def optional_number(value: object, where: str) -> fmpq | None:
+    return None if value is None else number(value, where)
+
+
+def stated(name: str, claimed: object, actual: object) -> str:
+    return f"{name}: stated {claimed}, recomputed {actual}"
+
+
+__all__ = ["Context", "block_of", "token_ref", "optional_number", "stated", "obj", "array", "number"]

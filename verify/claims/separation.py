@@ -1,0 +1,44 @@
+"""separation: after block k, the projections of all tokens of the whole
+dataset on ``direction`` are pairwise distinct, with least gap ``min_gap``.
+Distinct projections imply distinct tokens, so later token-wise layers can
+move each token alone."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from flint import fmpq
+
+from tfcert.verify.claims import Context, block_of, optional_number, stated
+from tfcert.verify.formats import vector
+from tfcert.verify.numbers import Vec, dot
+
+KIND = "separation"
+LAYER = "sa"
+
+
+@dataclass(frozen=True)
+class Claim:
+    block: int
+    direction: Vec
+    min_gap: fmpq | None  # None: fewer than two tokens
+
+
+def parse(raw: dict, where: str, ctx: Context) -> Claim:
+    return Claim(block_of(raw, where, ctx), vector(raw.get("direction"), ctx.model.d, f"{where}.direction"),
+                 optional_number(raw.get("min_gap"), f"{where}.min_gap"))
+
+
+def min_gap(direction: Vec, sequences) -> fmpq | None:
+    values = sorted(dot(direction, x) for seq in sequences for x in seq)
+    gaps = [b - a for a, b in zip(values, values[1:])]
+    return min(gaps) if gaps else None
+
+
+def check(claim: Claim, ctx: Context, step) -> list[str]:
+    gap = min_gap(claim.direction, step.after)
+    failures = []
+    if gap is not None and gap <= 0:
+        failures.append(f"two tokens share a projection (gap {gap}): not separated")
+    if gap != claim.min_gap:
+        failures.append(stated("min_gap", claim.min_gap, gap))
+    return failures

@@ -1,0 +1,267 @@
+"""Exact replay of a model, one layer at a time — the one way tfcert
+evaluates a layer.
+
+A layer is always evaluated by its defining formula in exact rationals. The
+only shortcut is *which* tokens get evaluated: a feed-forward layer with η = 1
+changes a token only if some unit group's contribution is non-zero there, and
+``ff_support`` proves, exactly, an interval of each group's direction outside
+which the contribution vanishes. Tokens are kept sorted by their projection
+on the directions in use, so the tokens inside those intervals are found by
+binary search; every other token is provably unchanged.
+"""
+from __future__ import annotations
+
+from bisect import bisect_left, bisect_right, insort
+from collections import OrderedDict
+from dataclasses import dataclass
+from typing import Iterator
+
+from flint import fmpq
+
+from tfcert.verify.formats import FF, SA, LowRank, Model
+from tfcert.verify.numbers import Vec, add, dot, scale, zero
+
+ZERO = fmpq(0)
+ONE = fmpq(1)
+
+
+# ---------------------------------------------------------------- layer formulas
+
+def relu(x: fmpq) -> fmpq:
+    return x if x > 0 else ZERO
+
+
+def apply_ff(ff: FF, x: Vec) -> Vec:
+    """η x + W σ(U x + b), exactly."""
+    hidden = [relu(dot(row, x) + bias) for row, bias in zip(ff.U, ff.b)]
+    return tuple(ff.eta * xi + dot(w_row, hidden) for xi, w_row in zip(x, ff.W))
+
+
+def apply_low_rank(m: LowRank, x: Vec) -> Vec:
+    """(scale·I + Σ u vᵀ) x without forming the matrix."""
+    out = scale(m.scale, x)
+    for u, v in m.terms:
+        out = add(out, scale(dot(v, x), u))
+    return out
+
+
+def is_zero_matrix(m: LowRank, d: int) -> bool:
+    """Whether scale·I + Σ u vᵀ is the zero matrix (checked entry by entry)."""
+    for i in range(d):
+        for k in range(d):
+            entry = m.scale if i == k else ZERO
+            for u, v in m.terms:
+                entry += u[i] * v[k]
+            if entry != 0:
+                return False
+    return True
+
+
+@dataclass(frozen=True)
+class Attention:
+    """Hardmax attention of one token: the argmax set and the gap to the
+    best score outside it (None when every score ties)."""
+    argmax: tuple[int, ...]
+    gap: fmpq | None
+
+
+def scores(A: LowRank, X: list[Vec], i: int) -> list[fmpq]:
+    ax = apply_low_rank(A, X[i])
+    return [dot(ax, x) for x in X]
+
+
+def hardmax_attention(A: LowRank, X: list[Vec], i: int) -> Attention:
+    s = scores(A, X, i)
+    best = max(s)
+    argmax = tuple(l for l, v in enumerate(s) if v == best)
+    rest = [v for v in s if v != best]
+    return Attention(argmax, best - max(rest) if rest else None)
+
+
+def mean(X: list[Vec], idx: tuple[int, ...] | range) -> Vec:
+    total = zero(len(X[0]))
+    for l in idx:
+        total = add(total, X[l])
+    return scale(fmpq(1, len(idx)), total)
+
+
+def apply_sa_hardmax(sa: SA, X: list[Vec], attention: list[Attention]) -> list[Vec]:
+    """ρ x_i + V · mean of the argmax set."""
+    return [add(scale(sa.rho, x), apply_low_rank(sa.V, mean(X, att.argmax)))
+            for x, att in zip(X, attention)]
+
+
+# ---------------------------------------------------------------- FF support
+
+@dataclass(frozen=True)
+class Support:
+    """Tokens with ``lo < direction·x < hi`` may change; no others can.
+    ``direction`` None means every token may change."""
+    direction: Vec | None
+    lo: fmpq | None = None
+    hi: fmpq | None = None  # None: unbounded above
+
+
+def ff_support(ff: FF) -> list[Support]:
+    """Where each group of units (same U row) can contribute.
+
+    For a group with offsets b_j the contribution Σ W_j σ(t + b_j), t = u·x,
+    is 0 for t ≤ min(−b_j); for t ≥ max(−b_j) it is (Σ W_j) t + Σ W_j b_j,
+    which vanishes identically iff both sums are the zero vector.
+    """
+    if ff.eta != 1:
+        return [Support(None)]
+    groups: OrderedDict[Vec, list[int]] = OrderedDict()
+    for j, row in enumerate(ff.U):
+        groups.setdefault(row, []).append(j)
+    out = []
+    for row, units in groups.items():
+        cols = [tuple(w[j] for w in ff.W) for j in units]
+        if all(all(c == 0 for c in col) for col in cols):
+            continue
+        if all(c == 0 for c in row):  # constant units: a shift of every token
+            if any(ff.b[j] > 0 for j, col in zip(units, cols) if any(c != 0 for c in col)):
+                return [Support(None)]
+            continue
+        breaks = [-ff.b[j] for j in units]
+        slope = [sum((col[i] for col in cols), ZERO) for i in range(len(ff.W))]
+        offset = [sum((col[i] * ff.b[j] for j, col in zip(units, cols)), ZERO)
+                  for i in range(len(ff.W))]
+        compact = all(v == 0 for v in slope) and all(v == 0 for v in offset)
+        out.append(Support(row, min(breaks), max(breaks) if compact else None))
+    return out
+
+
+# ---------------------------------------------------------------- replay
+
+class _Projections:
+    """Token ids sorted by their exact projection on one direction."""
+
+    def __init__(self, direction: Vec, tokens: list[Vec]):
+        self.direction = direction
+        self.value = [dot(direction, x) for x in tokens]
+        pairs = sorted((v, g) for g, v in enumerate(self.value))
+        self.keys = [v for v, _ in pairs]
+        self.ids = [g for _, g in pairs]
+
+    def inside(self, lo: fmpq, hi: fmpq | None) -> list[int]:
+        start = bisect_right(self.keys, lo)
+        stop = len(self.keys) if hi is None else bisect_left(self.keys, hi)
+        return self.ids[start:stop]
+
+    def move(self, g: int, x: Vec) -> None:
+        old = self.value[g]
+        k = bisect_left(self.keys, old)
+        while self.ids[k] != g:
+            k += 1
+        del self.keys[k], self.ids[k]
+        new = dot(self.direction, x)
+        self.value[g] = new
+        k = bisect_left(self.keys, new)
+        self.keys.insert(k, new)
+        self.ids.insert(k, g)
+
+
+@dataclass(frozen=True)
+class Step:
+    """One layer of the replay: block index, "ff" or "sa", the tokens before
+    and after it (per sequence), and for an SA layer the attention of every
+    token (None when the layer is skipped as the identity or A = 0)."""
+    block: int
+    layer: str
+    before: tuple[tuple[Vec, ...], ...]
+    after: tuple[tuple[Vec, ...], ...]
+    attention: tuple[tuple[Attention, ...], ...] | None = None
+    uniform: bool = False
+    sorted_before: dict | None = None  # direction -> (keys, ids) before an FF layer
+
+    def projections(self, direction: Vec) -> tuple[list[fmpq], list[int]]:
+        """Flat token ids sorted by projection on ``direction`` before the layer."""
+        if self.sorted_before and direction in self.sorted_before:
+            return self.sorted_before[direction]
+        flat = [x for seq in self.before for x in seq]
+        pairs = sorted((dot(direction, x), g) for g, x in enumerate(flat))
+        return [v for v, _ in pairs], [g for _, g in pairs]
+
+
+class Replay:
+    """Exact replay of ``model`` on ``sequences`` (each a tuple of tokens)."""
+
+    MAX_DIRECTIONS = 8
+
+    def __init__(self, model: Model, sequences: list[tuple[Vec, ...]]):
+        self.model = model
+        self.offsets = []
+        flat: list[Vec] = []
+        for seq in sequences:
+            self.offsets.append(len(flat))
+            flat.extend(seq)
+        self.lengths = [len(s) for s in sequences]
+        self.tokens = flat
+        self.index: OrderedDict[Vec, _Projections] = OrderedDict()
+
+    def sequences(self) -> tuple[tuple[Vec, ...], ...]:
+        return tuple(tuple(self.tokens[o:o + n]) for o, n in zip(self.offsets, self.lengths))
+
+    def _projections(self, direction: Vec) -> _Projections:
+        proj = self.index.get(direction)
+        if proj is None:
+            proj = self.index[direction] = _Projections(direction, self.tokens)
+            if len(self.index) > self.MAX_DIRECTIONS:
+                self.index.popitem(last=False)
+        else:
+            self.index.move_to_end(direction)
+        return proj
+
+    def _set(self, updates: dict[int, Vec]) -> None:
+        for g, x in updates.items():
+            if self.tokens[g] != x:
+                self.tokens[g] = x
+                for proj in self.index.values():
+                    proj.move(g, x)
+
+    def _ff(self, ff: FF) -> dict:
+        """Apply an FF layer; return the sorted projections it used, as they were before."""
+        candidates: set[int] = set()
+        snapshot = {}
+        for sup in ff_support(ff):
+            if sup.direction is None:
+                candidates = set(range(len(self.tokens)))
+                break
+            proj = self._projections(sup.direction)
+            snapshot[sup.direction] = (list(proj.keys), list(proj.ids))
+            candidates.update(proj.inside(sup.lo, sup.hi))
+        self._set({g: apply_ff(ff, self.tokens[g]) for g in sorted(candidates)})
+        return snapshot
+
+    def _sa(self, sa: SA) -> tuple[tuple[tuple[Attention, ...], ...] | None, bool]:
+        d = self.model.d
+        if sa.rho == 1 and is_zero_matrix(sa.V, d):
+            return None, False
+        uniform = is_zero_matrix(sa.A, d)
+        updates: dict[int, Vec] = {}
+        attention = []
+        for seq, (o, n) in enumerate(zip(self.offsets, self.lengths)):
+            X = self.tokens[o:o + n]
+            if uniform:
+                shift = apply_low_rank(sa.V, mean(X, range(n)))
+                new = [add(scale(sa.rho, x), shift) for x in X]
+            else:
+                att = [hardmax_attention(sa.A, X, i) for i in range(n)]
+                attention.append(tuple(att))
+                new = apply_sa_hardmax(sa, X, att)
+            updates.update({o + i: x for i, x in enumerate(new)})
+        self._set(updates)
+        return (None if uniform else tuple(attention)), uniform
+
+    def steps(self) -> Iterator[Step]:
+        """Evaluate every layer in order, yielding a Step after each."""
+        if self.model.attention != "hardmax":
+            raise ValueError("exact replay covers hardmax attention only")
+        for k, block in enumerate(self.model.blocks):
+            before = self.sequences()
+            snapshot = self._ff(block.ff)
+            mid = self.sequences()
+            yield Step(k, "ff", before, mid, sorted_before=snapshot)
+            attention, uniform = self._sa(block.sa)
+            yield Step(k, "sa", mid, self.sequences(), attention, uniform)

@@ -1,0 +1,307 @@
+"""The versioned file formats of DESIGN.md §6: readers that validate every
+field (errors name the file and the JSON path) and canonical writers.
+
+Readers live in the checker because a parsing slip is a soundness bug: what
+the verifier reads is what it proves things about.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from flint import fmpq
+
+from tfcert.errors import InputError
+from tfcert.verify.numbers import FloatLiteral, Vec, fmt, parse_number, parse_vector
+
+DATASET_FORMAT = "tfcert.dataset/1"
+MODEL_FORMAT = "tfcert.model/1"
+CERTIFICATE_FORMAT = "tfcert.certificate/1"
+MAX_DIMENSION = 100_000
+
+
+# ---------------------------------------------------------------- data
+
+@dataclass(frozen=True)
+class Pair:
+    index: int  # position in the file's "pairs" list: how reports name a sequence
+    input: tuple[Vec, ...]
+    output: tuple[Vec, ...]
+
+
+@dataclass(frozen=True)
+class Dataset:
+    d: int
+    pairs: tuple[Pair, ...]
+    warnings: tuple[str, ...] = ()
+
+    @property
+    def total_outputs(self) -> int:
+        """Σ m_j, the quantity the theorems' bounds are stated in."""
+        return sum(len(p.output) for p in self.pairs)
+
+
+@dataclass(frozen=True)
+class LowRank:
+    """scale·I + Σ u vᵀ, the form in which attention matrices are stored."""
+    scale: fmpq
+    terms: tuple[tuple[Vec, Vec], ...] = ()
+
+
+@dataclass(frozen=True)
+class FF:
+    """x ↦ η x + W σ(U x + b); ``U`` rows, ``W`` rows (W is d × d')."""
+    eta: fmpq
+    U: tuple[Vec, ...]
+    b: Vec
+    W: tuple[Vec, ...]
+
+    @property
+    def width(self) -> int:
+        return len(self.U)
+
+
+@dataclass(frozen=True)
+class SA:
+    """x_i ↦ ρ x_i + V Σ_l π_il x_l with scores ⟨A x_i, x_l⟩."""
+    rho: fmpq
+    A: LowRank
+    V: LowRank
+
+
+@dataclass(frozen=True)
+class Block:
+    ff: FF
+    sa: SA
+
+
+@dataclass(frozen=True)
+class Model:
+    d: int
+    attention: str  # "hardmax" | "softmax"
+    blocks: tuple[Block, ...]
+    temperature: fmpq | None = None
+
+
+@dataclass(frozen=True)
+class Document:
+    """A file as read: its exact bytes (for sha256) and its JSON value."""
+    path: str
+    raw: bytes
+    value: object = field(repr=False)
+
+    @property
+    def sha256(self) -> str:
+        return hashlib.sha256(self.raw).hexdigest()
+
+
+# ---------------------------------------------------------------- JSON
+
+class _NonFinite(str):
+    """NaN / Infinity as written; rejected with its JSON path when read as a number."""
+
+
+def load_document(path: str | Path) -> Document:
+    """Read a JSON file exactly: floats keep their source text."""
+    try:
+        raw = Path(path).read_bytes()
+    except OSError as exc:
+        raise InputError(f"{path}: cannot read: {exc.strerror or exc}") from None
+    return parse_document(str(path), raw)
+
+
+def parse_document(name: str, raw: bytes) -> Document:
+    """Parse bytes that are (or will be) the file ``name``."""
+    try:
+        value = json.loads(raw.decode("utf-8"), parse_float=FloatLiteral, parse_constant=_NonFinite)
+    except UnicodeDecodeError:
+        raise InputError(f"{name}: not UTF-8 text") from None
+    except json.JSONDecodeError as exc:
+        raise InputError(f"{name}: malformed JSON at line {exc.lineno} column {exc.colno}: {exc.msg}") from None
+    except RecursionError:
+        raise InputError(f"{name}: JSON nested too deeply") from None
+    return Document(name, raw, value)
+
+
+def number(value: object, where: str) -> fmpq:
+    if isinstance(value, _NonFinite):
+        raise InputError(f"{where}: {value} is not a finite number")
+    return parse_number(value, where)
+
+
+def vector(value: object, d: int, where: str) -> Vec:
+    if isinstance(value, list):
+        for i, x in enumerate(value):
+            if isinstance(x, _NonFinite):
+                raise InputError(f"{where}[{i}]: {x} is not a finite number")
+    return parse_vector(value, d, where)
+
+
+def obj(value: object, where: str, keys: tuple[str, ...]) -> dict:
+    """A JSON object that must carry ``keys``."""
+    if not isinstance(value, dict):
+        raise InputError(f"{where}: expected an object")
+    for key in keys:
+        if key not in value:
+            raise InputError(f"{where}: missing field {key!r}")
+    return value
+
+
+def array(value: object, where: str) -> list:
+    if not isinstance(value, list):
+        raise InputError(f"{where}: expected a list")
+    return value
+
+
+def integer(value: object, where: str, low: int, high: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise InputError(f"{where}: expected an integer")
+    if not low <= value <= high:
+        raise InputError(f"{where}: {value} is out of range [{low}, {high}]")
+    return value
+
+
+def check_format(top: dict, expected: str, name: str) -> None:
+    if top.get("format") != expected:
+        raise InputError(f"{name}: $.format: expected {expected!r}, got {top.get('format')!r}")
+
+
+# ---------------------------------------------------------------- dataset
+
+def read_dataset(doc: Document) -> Dataset:
+    """Parse a dataset and check the assumptions of DESIGN.md §2."""
+    name = doc.path
+    top = obj(doc.value, f"{name}: $", ("format", "d", "pairs"))
+    check_format(top, DATASET_FORMAT, name)
+    d = integer(top["d"], f"{name}: $.d", 2, MAX_DIMENSION)
+    raw_pairs = array(top["pairs"], f"{name}: $.pairs")
+    if not raw_pairs:
+        raise InputError(f"{name}: $.pairs: the dataset has no pairs")
+    pairs = []
+    for j, raw in enumerate(raw_pairs):
+        where = f"{name}: $.pairs[{j}]"
+        item = obj(raw, where, ("input", "output"))
+        seqs = []
+        for side in ("input", "output"):
+            tokens = array(item[side], f"{where}.{side}")
+            if not tokens:
+                raise InputError(f"{where}.{side}: empty sequence")
+            seq = tuple(vector(t, d, f"{where}.{side}[{i}]") for i, t in enumerate(tokens))
+            seen: dict[Vec, int] = {}
+            for i, token in enumerate(seq):
+                if token in seen:
+                    raise InputError(
+                        f"{where}.{side}[{i}]: token repeats {side}[{seen[token]}]; "
+                        f"tokens within a sequence must be pairwise distinct")
+                seen[token] = i
+            seqs.append(seq)
+        if len(seqs[1]) > len(seqs[0]):
+            raise InputError(f"{where}.output: {len(seqs[1])} output tokens exceed the "
+                             f"{len(seqs[0])} input tokens (m_j ≤ n_j is required)")
+        pairs.append(Pair(j, seqs[0], seqs[1]))
+    return _drop_duplicates(name, d, pairs)
+
+
+def _drop_duplicates(name: str, d: int, pairs: list[Pair]) -> Dataset:
+    """Equal input sets must have equal output sets (a permutation-equivariant
+    map cannot tell them apart); exact duplicates are dropped with a warning."""
+    first: dict[frozenset, Pair] = {}
+    kept, warnings = [], []
+    for pair in pairs:
+        key = frozenset(pair.input)
+        if key not in first:
+            first[key] = pair
+            kept.append(pair)
+            continue
+        other = first[key]
+        if frozenset(other.output) != frozenset(pair.output):
+            raise InputError(
+                f"{name}: $.pairs[{pair.index}]: same input set as $.pairs[{other.index}] but a "
+                f"different output set; no permutation-equivariant map (no transformer) can "
+                f"interpolate both")
+        warnings.append(f"{name}: $.pairs[{pair.index}] duplicates $.pairs[{other.index}]; dropped")
+    return Dataset(d, tuple(kept), tuple(warnings))
+
+
+def dataset_json(dataset: Dataset) -> dict:
+    return {"format": DATASET_FORMAT, "d": dataset.d,
+            "pairs": [{"input": [[fmt(x) for x in t] for t in p.input],
+                       "output": [[fmt(x) for x in t] for t in p.output]} for p in dataset.pairs]}
+
+
+# ---------------------------------------------------------------- model
+
+def _low_rank(value: object, d: int, where: str) -> LowRank:
+    item = obj(value, where, ("scale", "low_rank"))
+    terms = []
+    for k, term in enumerate(array(item["low_rank"], f"{where}.low_rank")):
+        t = obj(term, f"{where}.low_rank[{k}]", ("u", "v"))
+        terms.append((vector(t["u"], d, f"{where}.low_rank[{k}].u"),
+                      vector(t["v"], d, f"{where}.low_rank[{k}].v")))
+    return LowRank(number(item["scale"], f"{where}.scale"), tuple(terms))
+
+
+def _ff(value: object, d: int, where: str) -> FF:
+    item = obj(value, where, ("eta", "U", "b", "W"))
+    U = tuple(vector(row, d, f"{where}.U[{i}]") for i, row in enumerate(array(item["U"], f"{where}.U")))
+    width = len(U)
+    b = vector(item["b"], width, f"{where}.b")
+    W_rows = array(item["W"], f"{where}.W")
+    if len(W_rows) != d:
+        raise InputError(f"{where}.W: expected {d} rows (W is d × d'), got {len(W_rows)}")
+    W = tuple(vector(row, width, f"{where}.W[{i}]") for i, row in enumerate(W_rows))
+    return FF(number(item["eta"], f"{where}.eta"), U, b, W)
+
+
+def _sa(value: object, d: int, where: str) -> SA:
+    item = obj(value, where, ("rho", "A", "V"))
+    return SA(number(item["rho"], f"{where}.rho"), _low_rank(item["A"], d, f"{where}.A"),
+              _low_rank(item["V"], d, f"{where}.V"))
+
+
+def read_model(doc: Document) -> Model:
+    name = doc.path
+    top = obj(doc.value, f"{name}: $", ("format", "d", "attention", "blocks"))
+    check_format(top, MODEL_FORMAT, name)
+    d = integer(top["d"], f"{name}: $.d", 1, MAX_DIMENSION)
+    attention = top["attention"]
+    if attention not in ("hardmax", "softmax"):
+        raise InputError(f"{name}: $.attention: expected 'hardmax' or 'softmax', got {attention!r}")
+    temperature = None
+    if attention == "softmax":
+        if "temperature" not in top:
+            raise InputError(f"{name}: $: a softmax model must carry 'temperature'")
+        temperature = number(top["temperature"], f"{name}: $.temperature")
+        if temperature <= 0:
+            raise InputError(f"{name}: $.temperature: must be > 0")
+    blocks = []
+    for k, raw in enumerate(array(top["blocks"], f"{name}: $.blocks")):
+        where = f"{name}: $.blocks[{k}]"
+        item = obj(raw, where, ("ff", "sa"))
+        blocks.append(Block(_ff(item["ff"], d, f"{where}.ff"), _sa(item["sa"], d, f"{where}.sa")))
+    return Model(d, attention, tuple(blocks), temperature)
+
+
+def model_json(model: Model) -> dict:
+    def vec(v: Vec) -> list[str]:
+        return [fmt(x) for x in v]
+
+    def low_rank(m: LowRank) -> dict:
+        return {"scale": fmt(m.scale), "low_rank": [{"u": vec(u), "v": vec(v)} for u, v in m.terms]}
+
+    out: dict = {"format": MODEL_FORMAT, "d": model.d, "attention": model.attention}
+    if model.temperature is not None:
+        out["temperature"] = fmt(model.temperature)
+    out["blocks"] = [
+        {"ff": {"eta": fmt(b.ff.eta), "U": [vec(r) for r in b.ff.U], "b": vec(b.ff.b),
+                "W": [vec(r) for r in b.ff.W]},
+         "sa": {"rho": fmt(b.sa.rho), "A": low_rank(b.sa.A), "V": low_rank(b.sa.V)}}
+        for b in model.blocks]
+    return out
+
+
+def dumps(value: dict) -> bytes:
+    """Canonical bytes: the same value always gives the same file."""
+    return (json.dumps(value, indent=1, ensure_ascii=False) + "\n").encode("utf-8")
