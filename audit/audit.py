@@ -2,6 +2,12 @@
 much it fails to interpolate, every hardmax tie, the least argmax gap of
 each attention layer, and its size against the theorem bounds.
 
+Softmax models are replayed at one temperature with rigorous enclosures
+(exact until the first scored attention layer, then arb-enclosed segments or
+boxes): a sequence is exact only when every output token is certified to a
+single exact point, "not certified" when some enclosure is wider. The
+largest certified temperature is found by bisection on such checks.
+
 The audit is the verifier's replay read out; its certificate states exactly
 what the replay found, so ``tfcert verify`` accepts it exactly when the model
 interpolates.
@@ -17,6 +23,7 @@ from tfcert.errors import InputError
 from tfcert.verify.check import check_compatible
 from tfcert.verify.claims.exact import hausdorff_squared
 from tfcert.verify.claims.size import measure
+from tfcert.verify.enclose import is_point, width
 from tfcert.verify.evaluate import Attention, Replay
 from tfcert.verify.formats import CERTIFICATE_FORMAT, Dataset, Model, load_document, read_dataset, read_model
 
@@ -25,7 +32,12 @@ from tfcert.verify.formats import CERTIFICATE_FORMAT, Dataset, Model, load_docum
 class SequenceVerdict:
     index: int
     exact: bool
-    hausdorff_squared: fmpq
+    hausdorff_squared: fmpq | None  # None: some token is not certified to a point
+    width: fmpq = fmpq(0)  # the widest output enclosure (0: every token exact)
+
+    @property
+    def verdict(self) -> str:
+        return "exact" if self.exact else "FAIL" if self.hausdorff_squared is not None else "not certified"
 
 
 @dataclass(frozen=True)
@@ -43,17 +55,70 @@ class AuditReport:
     layers: tuple[AttentionLayer, ...]
     uniform_blocks: tuple[int, ...]
     size: dict
+    temperature: fmpq | None = None  # softmax: the temperature audited
+    largest_certified_temperature: fmpq | None = None  # softmax: by bisection
 
     @property
     def interpolates(self) -> bool:
         return all(s.exact for s in self.sequences)
 
 
-def audit(model: Model, dataset: Dataset, progress=None) -> AuditReport:
-    """Replay ``model`` exactly on every input sequence of ``dataset``."""
-    if model.attention != "hardmax":
-        raise InputError("audit of softmax models is not supported yet")
-    replay = Replay(model, [p.input for p in dataset.pairs])
+def verdicts(dataset: Dataset, outputs) -> tuple[SequenceVerdict, ...]:
+    out = []
+    for p, seq in zip(dataset.pairs, outputs):
+        if all(is_point(x) for x in seq):
+            out.append(SequenceVerdict(p.index, set(seq) == set(p.output), hausdorff_squared(seq, p.output)))
+        else:
+            out.append(SequenceVerdict(p.index, False, None, max(width(x) for x in seq)))
+    return tuple(out)
+
+
+def certified_at(model: Model, dataset: Dataset, tau: fmpq) -> bool:
+    """Whether the enclosure at temperature τ shows exact interpolation."""
+    replay = Replay(model, [p.input for p in dataset.pairs], temperature=tau)
+    for _ in replay.steps():
+        pass
+    return all(v.exact for v in verdicts(dataset, replay.sequences()))
+
+
+def largest_certified_temperature(model: Model, dataset: Dataset, start: fmpq,
+                                  steps: int = 16, reach: int = 40) -> fmpq | None:
+    """The largest τ found certified: bracket by doubling or halving from
+    ``start`` (at most ``reach`` times), then ``steps`` bisections, so the
+    answer is within a factor 1 + 2^-steps of the edge of the certified
+    region next to it. None: nothing certified down to start/2^reach."""
+    if certified_at(model, dataset, start):
+        lo = start
+        for _ in range(reach):
+            if not certified_at(model, dataset, 2 * lo):
+                break
+            lo *= 2
+        else:
+            return lo
+        hi = 2 * lo
+    else:
+        hi = start
+        for _ in range(reach):
+            if certified_at(model, dataset, hi / 2):
+                break
+            hi /= 2
+        else:
+            return None
+        lo = hi / 2
+    for _ in range(steps):
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if certified_at(model, dataset, mid) else (lo, mid)
+    return lo
+
+
+def audit(model: Model, dataset: Dataset, progress=None, temperature: fmpq | None = None) -> AuditReport:
+    """Replay ``model`` on every input sequence of ``dataset``: exactly, and
+    for softmax with rigorous enclosures at ``temperature`` (default: the model's)."""
+    softmax = model.attention == "softmax"
+    if temperature is not None and not softmax:
+        raise InputError("--temperature: applies to softmax models; this model is hardmax")
+    tau = (temperature or model.temperature) if softmax else None
+    replay = Replay(model, [p.input for p in dataset.pairs], temperature=tau)
     layers, uniform = [], []
     for step in replay.steps():
         if step.layer != "sa":
@@ -67,9 +132,9 @@ def audit(model: Model, dataset: Dataset, progress=None) -> AuditReport:
             ties = tuple((p.index, i) for p, row in zip(dataset.pairs, step.attention)
                          for i, a in enumerate(row) if len(a.argmax) > 1)
             layers.append(AttentionLayer(step.block, min(gaps) if gaps else None, ties, step.attention))
-    verdicts = tuple(SequenceVerdict(p.index, set(out) == set(p.output), hausdorff_squared(out, p.output))
-                     for p, out in zip(dataset.pairs, replay.sequences()))
-    return AuditReport(verdicts, tuple(layers), tuple(uniform), measure(model, dataset, "1.6"))
+    largest = largest_certified_temperature(model, dataset, tau) if softmax else None
+    return AuditReport(verdicts(dataset, replay.sequences()), tuple(layers), tuple(uniform),
+                       measure(model, dataset, "1.8" if softmax else "1.6"), tau, largest)
 
 
 def certificate(report: AuditReport, model_bytes: bytes, dataset_bytes: bytes, n_blocks: int) -> dict:
@@ -83,13 +148,13 @@ def certificate(report: AuditReport, model_bytes: bytes, dataset_bytes: bytes, n
     return {"format": CERTIFICATE_FORMAT,
             "model_sha256": hashlib.sha256(model_bytes).hexdigest(),
             "dataset_sha256": hashlib.sha256(dataset_bytes).hexdigest(),
-            "attention": "hardmax", "theorem": report.size["theorem"],
+            "attention": "hardmax" if report.temperature is None else "softmax", "theorem": report.size["theorem"],
             "phases": [{"name": "audit", "blocks": [0, n_blocks], "claims": claims}]}
 
 
-def audit_files(model_path: str, dataset_path: str, progress=None):
-    """Read, check compatibility and audit; returns (report, model doc, dataset doc)."""
+def audit_files(model_path: str, dataset_path: str, progress=None, temperature: fmpq | None = None):
+    """Read, check compatibility and audit; returns (report, model, model doc, dataset doc)."""
     model_doc, dataset_doc = load_document(model_path), load_document(dataset_path)
     model, dataset = read_model(model_doc), read_dataset(dataset_doc)
     check_compatible(model, dataset, model_doc.path, dataset_doc.path)
-    return audit(model, dataset, progress), model, model_doc, dataset_doc
+    return audit(model, dataset, progress, temperature), model, model_doc, dataset_doc

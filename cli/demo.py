@@ -5,10 +5,12 @@ from __future__ import annotations
 from importlib import resources
 from pathlib import Path
 
+from tfcert.audit.audit import largest_certified_temperature
 from tfcert.construct.bundle import build, write
 from tfcert.report import human
 from tfcert.verify.check import verify_files
 from tfcert.verify.claims.size import measure
+from tfcert.verify.enclose import coordinate_range, is_point
 from tfcert.verify.evaluate import Replay
 
 EXAMPLE = "demo.json"
@@ -32,8 +34,23 @@ def snapshots(construction, dataset) -> list[tuple[str, list]]:
     for step in Replay(construction.model, [p.input for p in dataset.pairs]).steps():
         label = ends.get((step.block, step.layer))
         if label:
-            shots.append((label, [list(s) for s in step.after]))
+            shots.append((label, [[centre(x) for x in s] for s in step.after]))
     return shots
+
+
+def centre(x) -> tuple:
+    """A point to draw for a token: itself, or the centre of its softmax enclosure."""
+    if is_point(x):
+        return x
+    return tuple((lo + hi) / 2 for lo, hi in (coordinate_range(x, i) for i in range(2)))
+
+
+def tightness(bundle) -> tuple:
+    """(τ*, τ_emp, τ*/τ_emp): τ_emp is the largest temperature at which the
+    rigorous enclosure still shows exact interpolation."""
+    model = bundle.construction.model
+    tau_emp = largest_certified_temperature(model, bundle.dataset, model.temperature)
+    return model.temperature, tau_emp, model.temperature / tau_emp
 
 
 def draw(shots, dataset, path: Path) -> None:
@@ -75,6 +92,11 @@ def run_demo(output: str, attention: str) -> int:
     b = size["bounds"]
     print(f"blocks {size['blocks']} ≤ {b['blocks']}, width {size['width']} ≤ {b['width']}, "
           f"parameters {size['parameters']} ≤ {b['parameters']}")
+    if attention == "softmax":
+        tau, tau_emp, ratio = tightness(bundle)
+        print(f"tau* = {tau} (≈ {float(tau):.6g}): exact interpolation at every 0 < tau <= tau*")
+        print(f"tau_emp = {tau_emp} (≈ {float(tau_emp):.6g}): largest temperature the enclosure certifies")
+        print(f"tightness tau*/tau_emp = {float(ratio):.4f}")
     report = verify_files(out / "model.json", out / "dataset.json", out / "certificate.json")
     print(human(report))
     picture = out / "phases.png"

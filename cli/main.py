@@ -87,15 +87,24 @@ def cmd_audit(args) -> int:
     from tfcert.report import human
     from tfcert.verify.check import verify
     from tfcert.verify.formats import dumps, parse_document
+    from tfcert.verify.numbers import parse_number
 
+    tau = None
     if args.temperature is not None:
-        raise InputError("--temperature: applies to softmax models, not supported yet")
-    report, model, model_doc, dataset_doc = audit_files(args.model, args.dataset, _progress("auditing"))
+        tau = parse_number(args.temperature, "--temperature")
+        if tau <= 0:
+            raise InputError("--temperature: must be > 0")
+    report, model, model_doc, dataset_doc = audit_files(args.model, args.dataset, _progress("auditing"), tau)
+    if args.output and tau is not None and tau != model.temperature:
+        raise InputError(f"-o: a certificate speaks about the model at its own temperature {model.temperature}; "
+                         f"drop --temperature {args.temperature}")
     if args.output:
         cert = dumps(certificate(report, model_doc.raw, dataset_doc.raw, len(model.blocks)))
         check = verify(model_doc, dataset_doc, parse_document(args.output, cert))
         assert check.ok == report.interpolates, "audit certificate disagrees with the audit"  # a bug
         _write_text(args.output, cert)
+    if report.temperature is not None:
+        return _audit_softmax(args, report)
     out = {"interpolates": report.interpolates,
            "sequences": [{"sequence": s.index, "exact": s.exact, "hausdorff_squared": str(s.hausdorff_squared),
                           "hausdorff": float(s.hausdorff_squared) ** 0.5} for s in report.sequences],
@@ -113,6 +122,37 @@ def cmd_audit(args) -> int:
             print(f"attention block {l.block}: least argmax gap {l.min_gap}{ties}")
         print(_size_line(report.size))
         print("verdict: interpolates exactly" if report.interpolates else "verdict: does NOT interpolate")
+    return 0 if report.interpolates else 1
+
+
+def _audit_softmax(args, report) -> int:
+    """The softmax audit: per-sequence verdict and enclosure width at the
+    audited temperature, and the largest certified temperature."""
+    largest = report.largest_certified_temperature
+    out = {"interpolates": report.interpolates, "temperature": str(report.temperature),
+           "largest_certified_temperature": None if largest is None else str(largest),
+           "sequences": [{"sequence": s.index, "verdict": s.verdict, "exact": s.exact,
+                          "enclosure_width": str(s.width),
+                          "hausdorff_squared": None if s.hausdorff_squared is None else str(s.hausdorff_squared)}
+                         for s in report.sequences],
+           "attention_layers": [{"block": l.block, "min_gap": None if l.min_gap is None else str(l.min_gap),
+                                 "ties": [list(t) for t in l.ties]} for l in report.layers],
+           "uniform_attention_blocks": list(report.uniform_blocks), "size": report.size}
+    if args.json:
+        print(json.dumps(out, indent=1))
+        return 0 if report.interpolates else 1
+    print(f"temperature {report.temperature} (≈ {float(report.temperature):.6g})")
+    print(f"{'sequence':>8} {'verdict':>14} {'enclosure width':>16} {'hausdorff':>12}")
+    for s in report.sequences:
+        h = "-" if s.hausdorff_squared is None else f"{float(s.hausdorff_squared) ** 0.5:.6g}"
+        print(f"{s.index:>8} {s.verdict:>14} {float(s.width):>16.3g} {h:>12}")
+    for l in report.layers:
+        print(f"attention block {l.block}: least argmax gap {l.min_gap}"
+              + (f", {len(l.ties)} tie(s)" if l.ties else ""))
+    print(_size_line(report.size))
+    print("largest certified temperature: " + ("none" if largest is None else f"{largest} (≈ {float(largest):.6g})"))
+    print("verdict: interpolates exactly" if report.interpolates else
+          "verdict: NOT certified to interpolate at this temperature")
     return 0 if report.interpolates else 1
 
 

@@ -10,6 +10,8 @@ from tfcert.construct.collapse import collapse
 from tfcert.construct.interpolation import interpolation_phase
 from tfcert.construct.leaders import leader_phase
 from tfcert.construct.separation import Phase, bumps, separation
+from tfcert.construct.snap import UNITS, snap_phase
+from tfcert.construct.temperature import tau_star_claim
 from tfcert.errors import InputError
 from tfcert.verify.claims.size import measure
 from tfcert.verify.formats import CERTIFICATE_FORMAT, Block, Dataset, Model, dumps, model_json
@@ -30,11 +32,12 @@ class Construction:
 
 def construct(dataset: Dataset, attention: str = "hardmax", width: int = 4) -> Construction:
     """Build a transformer that maps each input set of ``dataset`` exactly onto
-    its output set. ``width`` bounds the FF width: ⌊width/3⌋ hats per layer."""
+    its output set. ``width`` bounds the FF width: ⌊width/3⌋ hats per layer,
+    and under softmax ⌊width/4⌋ snaps per interpolation layer."""
     if width < 3:
         raise InputError(f"--width: {width} is too small; a hat needs 3 units")
-    if attention != "hardmax":
-        raise InputError(f"--attention: {attention!r} is not supported yet")
+    if attention == "softmax" and width < UNITS:
+        raise InputError(f"--width: {width} is too small; a softmax snap needs {UNITS} units")
     per_layer = width // 3
     d = dataset.d
     bump, seqs = bumps(dataset, per_layer)
@@ -43,10 +46,18 @@ def construct(dataset: Dataset, attention: str = "hardmax", width: int = 4) -> C
     at += 1
     lead_blocks, lead_claims, leaders, seqs = leader_phase(dataset, seqs, w, at, per_layer)
     last = at + len(lead_blocks) - 1
+    before_collapse = seqs
     sa, collapse_claims, seqs = collapse(dataset, seqs, last)
     lead_blocks[-1] = Block(lead_blocks[-1].ff, sa)
     at += len(lead_blocks)
-    interp_blocks, interp_claims, seqs = interpolation_phase(dataset, seqs, leaders, at, per_layer)
+    temperature = None
+    if attention == "softmax":
+        interp_blocks, interp_claims, seqs, radius = snap_phase(dataset, seqs, leaders, at, width // UNITS)
+        temperature, claim = tau_star_claim(sa, before_collapse, dataset, radius, last)
+        # under softmax the collapse leaves clusters of nearby, not equal, tokens
+        collapse_claims = [c for c in collapse_claims if c["kind"] != "clusters"] + [claim]
+    else:
+        interp_blocks, interp_claims, seqs = interpolation_phase(dataset, seqs, leaders, at, per_layer)
     if any(set(s) != set(p.output) for s, p in zip(seqs, dataset.pairs)):
         raise AssertionError("construction does not interpolate")  # a bug, caught before any file is written
     phases = (bump, sep,
@@ -54,7 +65,7 @@ def construct(dataset: Dataset, attention: str = "hardmax", width: int = 4) -> C
               Phase("collapse", (last, last + 1), (), tuple(collapse_claims)),  # the SA of the last leader block
               Phase("interpolation", (at, at + len(interp_blocks)), tuple(interp_blocks), tuple(interp_claims)))
     blocks = tuple(b for p in phases for b in p.blocks)
-    return Construction(Model(d, attention, blocks), phases, THEOREM[attention])
+    return Construction(Model(d, attention, blocks, temperature), phases, THEOREM[attention])
 
 
 def certificate(construction: Construction, dataset: Dataset, model_bytes: bytes, dataset_bytes: bytes) -> dict:
@@ -64,10 +75,13 @@ def certificate(construction: Construction, dataset: Dataset, model_bytes: bytes
     phases.append({"name": "final", "blocks": [0, len(model.blocks)],
                    "claims": [{"kind": "exact"},
                               {"kind": "size", **measure(model, dataset, construction.theorem)}]})
-    return {"format": CERTIFICATE_FORMAT,
-            "model_sha256": hashlib.sha256(model_bytes).hexdigest(),
-            "dataset_sha256": hashlib.sha256(dataset_bytes).hexdigest(),
-            "attention": model.attention, "theorem": construction.theorem, "phases": phases}
+    top = {"format": CERTIFICATE_FORMAT,
+           "model_sha256": hashlib.sha256(model_bytes).hexdigest(),
+           "dataset_sha256": hashlib.sha256(dataset_bytes).hexdigest(),
+           "attention": model.attention, "theorem": construction.theorem}
+    if model.temperature is not None:
+        top["tau_star"] = str(model.temperature)  # exact: every 0 < τ ≤ tau_star (the tau_star claim)
+    return {**top, "phases": phases}
 
 
 def model_bytes(model: Model) -> bytes:

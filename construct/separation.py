@@ -94,8 +94,7 @@ def bumps(dataset: Dataset, per_layer: int) -> tuple[Phase, list[list[Vec]]]:
         keys = sorted(set(projections.values()))
         p = dot(w, c)
         k = keys.index(p)
-        gaps = [keys[k] - keys[k - 1]] * (k > 0) + [keys[k + 1] - keys[k]] * (k + 1 < len(keys))
-        eps = min(gaps) / 2 if gaps else ONE
+        eps = (min_gap(keys[max(k - 1, 0):k + 2]) or ONE) / 2
         moves = tuple((q.index, i) for q, s in zip(dataset.pairs, seqs) for i, x in enumerate(s) if x == c)
         new_blocks, new_claims = hat_blocks([Hat(w, p, eps, delta, moves, add(c, delta))], per_layer, d,
                                             len(blocks), projections)

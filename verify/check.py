@@ -13,12 +13,12 @@ from pathlib import Path
 from typing import Callable
 
 from tfcert.errors import InputError
-from tfcert.verify.claims import Context, argmax, clusters, exact, hat, separation, size, uniform
+from tfcert.verify.claims import Context, argmax, clusters, exact, hat, separation, size, snap, tau_star, uniform
 from tfcert.verify.evaluate import Replay, Step
 from tfcert.verify.formats import (CERTIFICATE_FORMAT, Document, array, check_format, integer, load_document, obj,
                                    read_dataset, read_model)
 
-KINDS = {m.KIND: m for m in (uniform, separation, hat, argmax, clusters, exact, size)}
+KINDS = {m.KIND: m for m in (uniform, separation, hat, argmax, clusters, exact, size, snap, tau_star)}
 
 
 @dataclass(frozen=True)
@@ -106,13 +106,22 @@ def verify(model_doc: Document, dataset_doc: Document, cert_doc: Document,
     if not any(c.module is exact for c in claims):
         results.append(Result("integrity", "exact", None, f"{cert_doc.path}: $.phases",
                               ("the certificate makes no exactness claim",)))
+    if "tau_star" in top and not any(c.module is tau_star for c in claims):
+        results.append(Result("integrity", "tau_star", None, f"{cert_doc.path}: $.tau_star",
+                              ("the certificate states tau_star but no tau_star claim proves it",)))
     results += replay_claims(ctx, claims, progress)
     return Report(tuple(results))
 
 
 def replay_claims(ctx: Context, claims: list[_Parsed], progress=None) -> list[Result]:
-    """Check static claims, then replay the model once, checking each claim at its layer."""
+    """Check static claims, then replay the model once, checking each claim at
+    its layer. A tau_star claim speaks about every temperature up to the
+    model's, so its presence asks the replay for enclosures valid there."""
     def run(item: _Parsed, step: Step | None) -> Result:
+        if step is not None and not getattr(item.module, "ENCLOSURES", False) and not step.exact:
+            return Result(item.phase, item.module.KIND, item.block, item.where,
+                          (f"block {step.block} {step.layer}: tokens are enclosures, not exact points; "
+                           f"a {item.module.KIND} claim cannot be checked there",))
         return Result(item.phase, item.module.KIND, item.block, item.where,
                       tuple(item.module.check(item.claim, ctx, step)))
 
@@ -122,7 +131,8 @@ def replay_claims(ctx: Context, claims: list[_Parsed], progress=None) -> list[Re
         if c.module.LAYER in ("ff", "sa"):
             at[(c.block, c.module.LAYER)].append(c)
     ends = [c for c in claims if c.module.LAYER == "end"]
-    replay = Replay(ctx.model, [p.input for p in ctx.dataset.pairs])
+    below = any(c.module is tau_star for c in claims)
+    replay = Replay(ctx.model, [p.input for p in ctx.dataset.pairs], below=below)
     n_blocks = len(ctx.model.blocks)
     for step in replay.steps():
         results += [run(c, step) for c in at.get((step.block, step.layer), ())]

@@ -16,10 +16,12 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Iterator
 
-from flint import fmpq
+from flint import arb, ctx, fmpq
 
+from tfcert.verify.enclose import (PREC, Box, Noise, Path, Token, as_balls, bounds, box, is_point, noise,
+                                   noise_bound, path, rank_one, softmax_ball)
 from tfcert.verify.formats import FF, SA, LowRank, Model
-from tfcert.verify.numbers import Vec, add, dot, scale, zero
+from tfcert.verify.numbers import Vec, add, dot, scale, sub, zero
 
 ZERO = fmpq(0)
 ONE = fmpq(1)
@@ -71,7 +73,10 @@ def scores(A: LowRank, X: list[Vec], i: int) -> list[fmpq]:
 
 
 def hardmax_attention(A: LowRank, X: list[Vec], i: int) -> Attention:
-    s = scores(A, X, i)
+    return attention_of(scores(A, X, i))
+
+
+def attention_of(s: list[fmpq]) -> Attention:
     best = max(s)
     argmax = tuple(l for l, v in enumerate(s) if v == best)
     rest = [v for v in s if v != best]
@@ -89,6 +94,81 @@ def apply_sa_hardmax(sa: SA, X: list[Vec], attention: list[Attention]) -> list[V
     """ρ x_i + V · mean of the argmax set."""
     return [add(scale(sa.rho, x), apply_low_rank(sa.V, mean(X, att.argmax)))
             for x, att in zip(X, attention)]
+
+
+# ---------------------------------------------------------------- enclosures (softmax)
+
+def apply_ff_token(ff: FF, x: Token) -> Token:
+    """A feed-forward layer on a point (exact), a path (exact) or a box (arb)."""
+    if is_point(x):
+        return apply_ff(ff, x)
+    if isinstance(x, Path):
+        return ff_path(ff, x)
+    with ctx.workprec(PREC):
+        hidden = [(dot(row, x.balls) + bias).max(arb(0)) for row, bias in zip(ff.U, ff.b)]
+        return box([ff.eta * xi + dot(w, hidden) for xi, w in zip(x.balls, ff.W)])
+
+
+def ff_path(ff: FF, p: Path) -> Token:
+    """The exact image of a path: between sign changes of the pre-activations
+    the layer is affine, so the images of those points and the vertices suffice."""
+    out = [apply_ff(ff, p.vertices[0])]
+    for a, b in zip(p.vertices, p.vertices[1:]):
+        delta = sub(b, a)
+        cuts = set()
+        for row, bias in zip(ff.U, ff.b):
+            slope = dot(row, delta)
+            if slope != 0:
+                s = -(dot(row, a) + bias) / slope
+                if 0 < s < 1:
+                    cuts.add(s)
+        out += [apply_ff(ff, add(a, scale(s, delta))) for s in sorted(cuts)]
+        out.append(apply_ff(ff, b))
+    return path(out)
+
+
+def sa_boxes(sa: SA, X: list[Token], tau: fmpq, uniform: bool) -> list[Token]:
+    """Softmax attention on boxes at temperature τ: the fallback enclosure."""
+    balls = [as_balls(x) for x in X]
+    d = len(balls[0])
+    out = []
+    with ctx.workprec(PREC):
+        for x in balls:
+            if uniform:
+                weights = [arb(1)] * len(balls)
+            else:
+                ax = apply_low_rank(sa.A, x)
+                s = [dot(ax, y) for y in balls]
+                weights = [((v - s[0]) / tau).exp() for v in s]
+            total = sum(weights, arb(0))
+            m = tuple(sum((w * y[k] for w, y in zip(weights, balls)), arb(0)) / total for k in range(d))
+            out.append(box(list(add(scale(sa.rho, x), apply_low_rank(sa.V, m)))))
+    return out
+
+
+def sa_rank_one(sa: SA, X: list[Vec], tau: fmpq, below: bool) -> tuple[list[Token], tuple, tuple]:
+    """Softmax attention with V = u vᵀ on exact points: token i becomes the
+    segment ρx_i + t·u, t ∈ [lo, hi]. ``below``: [lo, hi] is μ_S ± the noise
+    bound at τ, which contains t at every temperature 0 < τ' ≤ τ; otherwise
+    it is the arb enclosure of t at τ alone. Both are cut to the range of v·x."""
+    u, v = rank_one(sa.V)
+    values = [dot(v, x) for x in X]
+    floor, ceil = min(values), max(values)
+    out, table, noises = [], [], []
+    for i, x in enumerate(X):
+        s = scores(sa.A, X, i)
+        att = attention_of(s)
+        nz = noise(s, values, att.argmax)
+        if below:
+            b = bounds(noise_bound(nz, tau))[1]
+            lo, hi = nz.centre - b, nz.centre + b
+        else:
+            lo, hi = bounds(softmax_ball(s, values, tau))
+        base = scale(sa.rho, x)
+        out.append(path([add(base, scale(max(lo, floor), u)), add(base, scale(min(hi, ceil), u))]))
+        table.append(att)
+        noises.append(nz)
+    return out, tuple(table), tuple(noises)
 
 
 # ---------------------------------------------------------------- FF support
@@ -174,6 +254,13 @@ class Step:
     attention: tuple[tuple[Attention, ...], ...] | None = None
     uniform: bool = False
     sorted_before: dict | None = None  # direction -> (keys, ids) before an FF layer
+    noise: tuple[tuple[Noise, ...], ...] | None = None  # softmax, V = u vᵀ on points: every token's noise
+    below: bool = False  # softmax enclosures hold at every temperature up to the model's
+
+    @property
+    def exact(self) -> bool:
+        """Whether every token before and after the layer is an exact point."""
+        return all(is_point(x) for seqs in (self.before, self.after) for seq in seqs for x in seq)
 
     def projections(self, direction: Vec) -> tuple[list[fmpq], list[int]]:
         """Flat token ids sorted by projection on ``direction`` before the layer."""
@@ -185,12 +272,20 @@ class Step:
 
 
 class Replay:
-    """Exact replay of ``model`` on ``sequences`` (each a tuple of tokens)."""
+    """Exact replay of ``model`` on ``sequences`` (each a tuple of tokens).
+
+    Softmax: layers are exact until a scored attention layer; from there a
+    token may be an enclosure (enclose.py). ``temperature`` overrides the
+    model's; ``below`` asks for enclosures valid at every temperature up to
+    it (the noise bound) rather than at that temperature alone."""
 
     MAX_DIRECTIONS = 8
 
-    def __init__(self, model: Model, sequences: list[tuple[Vec, ...]]):
+    def __init__(self, model: Model, sequences: list[tuple[Vec, ...]],
+                 temperature: fmpq | None = None, below: bool = False):
         self.model = model
+        self.tau = model.temperature if temperature is None else temperature
+        self.below = below
         self.offsets = []
         flat: list[Vec] = []
         for seq in sequences:
@@ -222,6 +317,9 @@ class Replay:
 
     def _ff(self, ff: FF) -> dict:
         """Apply an FF layer; return the sorted projections it used, as they were before."""
+        if not all(is_point(x) for x in self.tokens):
+            self.tokens = [apply_ff_token(ff, x) for x in self.tokens]
+            return {}
         candidates: set[int] = set()
         snapshot = {}
         for sup in ff_support(ff):
@@ -254,14 +352,42 @@ class Replay:
         self._set(updates)
         return (None if uniform else tuple(attention)), uniform
 
+    def _sa_softmax(self, sa: SA) -> tuple:
+        """Returns (attention, uniform, noise) as for ``_sa``; tokens become
+        enclosures where the attention is not exact."""
+        d = self.model.d
+        if sa.rho == 1 and is_zero_matrix(sa.V, d):
+            return None, False, None
+        uniform = is_zero_matrix(sa.A, d)
+        points = all(is_point(x) for x in self.tokens)
+        if uniform and points:
+            return self._sa(sa)[0], True, None
+        new, attention, noises = [], [], []
+        for o, n in zip(self.offsets, self.lengths):
+            X = self.tokens[o:o + n]
+            if points and rank_one(sa.V) is not None:
+                out, att, nz = sa_rank_one(sa, X, self.tau, self.below)
+                attention.append(att)
+                noises.append(nz)
+            else:
+                out = sa_boxes(sa, X, self.tau, uniform)
+            new += out
+        self.tokens = new
+        self.index.clear()
+        scored = not uniform and len(attention) == len(self.lengths)
+        return (tuple(attention) if scored else None), uniform, (tuple(noises) if scored else None)
+
     def steps(self) -> Iterator[Step]:
         """Evaluate every layer in order, yielding a Step after each."""
-        if self.model.attention != "hardmax":
-            raise ValueError("exact replay covers hardmax attention only")
+        softmax = self.model.attention == "softmax"
         for k, block in enumerate(self.model.blocks):
             before = self.sequences()
             snapshot = self._ff(block.ff)
             mid = self.sequences()
             yield Step(k, "ff", before, mid, sorted_before=snapshot)
-            attention, uniform = self._sa(block.sa)
-            yield Step(k, "sa", mid, self.sequences(), attention, uniform)
+            if softmax:
+                attention, uniform, noises = self._sa_softmax(block.sa)
+                yield Step(k, "sa", mid, self.sequences(), attention, uniform, noise=noises, below=self.below)
+            else:
+                attention, uniform = self._sa(block.sa)
+                yield Step(k, "sa", mid, self.sequences(), attention, uniform)

@@ -8,10 +8,12 @@ from dataclasses import dataclass
 from flint import fmpq
 
 from tfcert.verify.claims import Context
+from tfcert.verify.enclose import is_point, width
 from tfcert.verify.numbers import Vec, dot, sub
 
 KIND = "exact"
 LAYER = "end"
+ENCLOSURES = True  # an enclosure that is not a single point fails the claim
 
 
 @dataclass(frozen=True)
@@ -33,7 +35,11 @@ def hausdorff_squared(a: tuple[Vec, ...], b: tuple[Vec, ...]) -> fmpq:
 def check(claim: Claim, ctx: Context, step) -> list[str]:
     failures = []
     for pair, out in zip(ctx.dataset.pairs, step.after):
-        if set(out) != set(pair.output):
+        loose = [i for i, x in enumerate(out) if not is_point(x)]
+        if loose:
+            failures.append(f"sequence {pair.index}: token {loose[0]} is not certified to a single point "
+                            f"(enclosure width {width(out[loose[0]])}; {len(loose)} such token(s))")
+        elif set(out) != set(pair.output):
             failures.append(f"sequence {pair.index}: output set differs from the target set "
                             f"(squared Hausdorff distance {hausdorff_squared(out, pair.output)})")
     return failures

@@ -62,12 +62,17 @@ def region_counterexample(ff: FF, units: tuple[int, ...], lo: fmpq, hi: fmpq) ->
     """Ask z3 for a t = w·x outside (lo, hi) where the group adds something
     non-zero. All U rows of the group equal w, so the group's output depends
     on x through t alone and quantifying over t covers every x ∈ R^d."""
-    t = z3.Real("t")
-    hidden = {j: z3.If(t + _q(ff.b[j]) > 0, t + _q(ff.b[j]), z3.RealVal(0)) for j in units}
-    nonzero = [z3.Sum([_q(ff.W[i][j]) * hidden[j] for j in units]) != 0
-               for i in range(len(ff.W)) if any(ff.W[i][j] != 0 for j in units)]
-    if not nonzero:
+    rows = set()  # output coordinate i is Σ_j W[i][j] σ_j; proportional rows vanish together
+    for w_row in ff.W:
+        coeffs = [w_row[j] for j in units]
+        lead = next((c for c in coeffs if c != 0), None)
+        if lead is not None:
+            rows.add(tuple(c / lead for c in coeffs))
+    if not rows:
         return None
+    t = z3.Real("t")
+    hidden = [z3.If(t + _q(ff.b[j]) > 0, t + _q(ff.b[j]), z3.RealVal(0)) for j in units]
+    nonzero = [z3.Sum([_q(c) * h for c, h in zip(row, hidden)]) != 0 for row in sorted(rows)]
     solver = z3.Solver()
     solver.add(z3.Or(t <= _q(lo), t >= _q(hi)), z3.Or(nonzero))
     result = solver.check()

@@ -1,0 +1,91 @@
+"""τ*: the largest temperature at which every collapse output stays within
+the snap radius r, found by bisection on certified (arb) checks of the noise
+bound max_i B_i(τ) ≤ r and stated as an exact dyadic rational; beside it the
+closed form min_i Δ_i / ln((n_j−1)·D_i/r) of DESIGN.md §4."""
+from __future__ import annotations
+
+from flint import ctx, fmpq
+
+from tfcert.verify.claims.tau_star import RESOLUTION, closed_form_ok, constrained, max_bound
+from tfcert.verify.enclose import PREC, Noise, ball, bounds, noise, rank_one
+from tfcert.verify.evaluate import attention_of, scores
+from tfcert.verify.formats import SA, Dataset
+from tfcert.verify.numbers import Vec, dot
+
+BITS = 20  # bisection steps below the bracketing power of two: step = τ*/2^20 or less
+REASON = ("each term exp(-gap/tau)*spread of a token's noise bound increases with tau, so the enclosures "
+          "mu +/- bound(tau_star) that the replay uses contain the collapse output at every 0 < tau <= tau_star; "
+          "no other attention layer depends on tau, so the final exact claim holds on the whole range")
+
+
+def collapse_noise(sa: SA, seqs: list[list[Vec]]) -> tuple[tuple[Noise, ...], ...]:
+    """Every token's noise terms at the collapse layer (inputs exact)."""
+    _, v = rank_one(sa.V)
+    out = []
+    for X in seqs:
+        values = [dot(v, x) for x in X]
+        row = []
+        for i in range(len(X)):
+            s = scores(sa.A, X, i)
+            row.append(noise(s, values, attention_of(s).argmax))
+        out.append(tuple(row))
+    return tuple(out)
+
+
+def rounded(x: fmpq, bits: int, up: bool) -> fmpq:
+    """x > 0 rounded to a dyadic with about ``bits`` significant bits."""
+    shift = bits - (int(x.p).bit_length() - int(x.q).bit_length())
+    num, den = int(x.p) * 2 ** max(shift, 0), int(x.q) * 2 ** max(-shift, 0)
+    k = -(-num // den) if up else num // den
+    return fmpq(k, 2 ** shift) if shift >= 0 else fmpq(k * 2 ** -shift)
+
+
+def bisect(noises, radius: fmpq) -> tuple[fmpq, fmpq]:
+    """(τ*, step): B(τ*) ≤ r certified and B(τ* + step) > r certified."""
+    def ok(tau: fmpq) -> bool:
+        return max_bound(noises, tau, 1) <= radius
+
+    lo = fmpq(1)
+    for _ in range(400):
+        if ok(lo) and not ok(2 * lo):
+            break
+        lo = 2 * lo if ok(lo) else lo / 2
+    else:
+        raise AssertionError("no bracketing power of two for tau_star")  # a construction bug
+    hi = 2 * lo
+    for _ in range(BITS):
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if ok(mid) else (lo, mid)
+    step = hi - lo
+    while not max_bound(noises, lo + step, 0) > radius:
+        step *= 2
+        if step > lo / RESOLUTION:
+            raise AssertionError("tau_star threshold not certified")  # a construction bug
+    return lo, step
+
+
+def closed_form(tokens: list[tuple[fmpq, fmpq]], radius: fmpq) -> fmpq | None:
+    """min_i Δ_i / ln(scaled_i / r), rounded down to a certified dyadic."""
+    if not tokens:
+        return None
+    with ctx.workprec(PREC):
+        value = min(bounds(ball(gap) / (ball(scaled) / ball(radius)).log())[0] for gap, scaled in tokens)
+    tau = rounded(value, 24, up=False)
+    while not closed_form_ok(tokens, tau, radius):
+        tau /= 2
+    return tau
+
+
+def tau_star_claim(sa: SA, seqs: list[list[Vec]], dataset: Dataset, radius: fmpq, block: int) -> tuple[fmpq, dict]:
+    """τ* and the certificate's tau_star claim for the collapse at ``block``."""
+    noises = collapse_noise(sa, seqs)
+    if not any(n.terms for row in noises for n in row):
+        tau, step = fmpq(1), None  # no token has noise: every temperature works
+    else:
+        tau, step = bisect(noises, radius)
+    worst = max_bound(noises, tau, 1)
+    stated = min(rounded(worst, 32, up=True), radius) if worst > 0 else fmpq(0)
+    cf = closed_form(constrained(noises, [len(p.input) for p in dataset.pairs], radius), radius)
+    return tau, {"kind": "tau_star", "block": block, "tau_star": str(tau), "radius": str(radius),
+                 "noise_bound": str(stated), "step": None if step is None else str(step),
+                 "closed_form": None if cf is None else str(cf), "reason": REASON}

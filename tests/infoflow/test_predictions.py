@@ -1,0 +1,80 @@
+"""The four predictions of INFOFLOW.md, each witness replayed and each proof re-run."""
+from fractions import Fraction
+
+import pytest
+
+from tfcert.infoflow import (Architecture, builtin_target, min_heads, predict, recheck, replay,
+                             theorem2_exponent, theorem3_exponent)
+
+
+def checked(spec, arch):
+    """Predict, then demand the witness replays and the minimality query is unsat again."""
+    target = builtin_target(spec)
+    p = predict(target, arch)
+    assert p.witness is not None
+    report = replay(target, arch, p.witness)
+    assert report.ok, report.errors
+    assert recheck(p.proof) == "unsat"
+    return p
+
+
+@pytest.mark.parametrize("T", [2, 8, 16, 64])
+def test_depth_separation_one_layer_grows_linearly(T):
+    p = checked("pairwise-min", Architecture(T, heads=(1,)))
+    assert p.exponent == T - 1  # T*d/E - 1 with d = E = 1
+    assert not p.efficient
+    assert p.witness.dominant.law == "Theorem 3, T0 = T"
+
+
+@pytest.mark.parametrize("T", [2, 8, 16, 64])
+def test_depth_separation_two_layers_one_head_is_eps_minus_one(T):
+    p = checked("pairwise-min", Architecture(T, heads=(1, 1)))
+    assert p.exponent == 1 and p.efficient
+    modes = [[h.mode for h in layer] for layer in p.witness.plans]
+    assert modes == [["max"], ["max"]]
+
+
+@pytest.mark.parametrize("T,k,n", [(8, 2, 1), (16, 3, 1), (64, 2, 3), (20, 5, 2)])
+def test_theorem2_rate_is_what_one_layer_pays_for_kth_largest(T, k, n):
+    p = checked(f"kth-largest:k={k},n={n}", Architecture(T, heads=(1,)))
+    assert p.exponent == theorem2_exponent(T, k, n) == Fraction(T - k - 1, n + 1)
+    assert not p.efficient
+
+
+def test_theorem2_and_3_formulas():
+    assert theorem2_exponent(10, 2, 1) == Fraction(7, 2)
+    assert theorem3_exponent(3, 2, 4) == Fraction(1, 2)
+    assert theorem3_exponent(2, 1, 1) == 1
+
+
+@pytest.mark.parametrize("T,d,E", [(8, 2, 4), (16, 1, 3), (64, 3, 2)])
+def test_theorem3_rate_for_a_global_aggregate(T, d, E):
+    p = checked("pairwise-min", Architecture(T, d, E, (2,)))
+    assert p.exponent == max(0, theorem3_exponent(T, d, E))
+
+
+def test_kth_largest_with_k_one_is_cheap():
+    p = checked("kth-largest:k=1", Architecture(32, heads=(1,)))
+    assert p.efficient and p.exponent == 0
+
+
+@pytest.mark.parametrize("D", [2, 3, 4, 5, 6])
+@pytest.mark.parametrize("T", [8, 16, 64])
+def test_intrinsic_dimension_needs_D_heads_in_layer_one(D, T):
+    target = builtin_target(f"intrinsic-dim:D={D}")
+    m = min_heads(target, T, 2)
+    assert m.min_heads == (D, D)
+    assert replay(target, m.arch, m.witness).ok
+    first = m.proofs[0]
+    assert first.layer == 1 and first.heads == (D - 1, D)  # layer 2 at the cap D
+    assert all(recheck(p.smt2) == "unsat" for p in m.proofs)
+
+
+@pytest.mark.parametrize("heads,E", [((1,), 1), ((3, 3), 1), ((6, 6, 6), 8), ((2, 2, 2, 2), 64)])
+def test_triangle_center_is_never_efficient(heads, E):
+    small = checked("triangle-center", Architecture(16, 1, E, heads))
+    large = checked("triangle-center", Architecture(256, 1, E, heads))
+    assert not small.efficient and not large.efficient
+    assert large.exponent > small.exponent  # grows with T whatever (L, h, E)
+    m = min_heads(builtin_target("triangle-center"), 16, len(heads), 1, E)
+    assert m.min_heads is None and recheck(m.proofs[0].smt2) == "unsat"

@@ -1,0 +1,70 @@
+"""Construct → verify on random datasets of every shape the assumptions allow,
+checked against an independent dense forward pass."""
+from __future__ import annotations
+
+import json
+import tempfile
+from pathlib import Path
+
+from conftest import dataset_json, datasets, write_json
+from hypothesis import HealthCheck, example, given, settings
+from naive import forward, q
+
+from tfcert.construct.bundle import build
+from tfcert.main import main
+from tfcert.verify.claims.size import measure
+
+
+def check_bundle(ds: dict) -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        path = write_json(Path(tmp) / "ds.json", ds)
+        bundle = build(path)
+        assert bundle.report.ok
+        model = json.loads(bundle.files["model.json"])
+        outputs = forward(model, [p["input"] for p in ds["pairs"]])
+        for out, pair in zip(outputs, ds["pairs"]):
+            assert out == {tuple(q(v) for v in y) for y in pair["output"]}
+        size = measure(bundle.construction.model, bundle.dataset, "1.6")
+        assert size["blocks"] <= size["bounds"]["blocks"]
+        assert size["width"] <= 4 and size["parameters"] <= size["bounds"]["parameters"]
+        n_seq, sum_m = len(ds["pairs"]), sum(len(p["output"]) for p in ds["pairs"])
+        bumps = len(bundle.construction.phases[0].blocks)
+        assert bumps <= n_seq - 1
+        assert size["blocks"] == 2 * sum_m + 1 + bumps
+        out = Path(tmp) / "bundle"
+        (out).mkdir()
+        for name, data in bundle.files.items():
+            (out / name).write_bytes(data)
+        assert main(["verify", "--model", str(out / "model.json"), "--dataset", str(out / "dataset.json"),
+                     "--certificate", str(out / "certificate.json"), "--json"]) == 0
+
+
+EQUAL_MEANS = dataset_json(2, [
+    ([(0, 0), (2, 0)], [(5, 5)]),
+    ([(0, 0), (2, 0), (1, 0)], [(1, 1), (2, 2)]),  # same mean (1, 0), shares two tokens
+    ([(2, 0), (0, 0), (1, 1), (1, -1)], [(3, 3)]),  # same mean again
+    ([(1, 1), (1, -1)], [(0, 1), (1, 0)]),  # same mean, shares with the third
+])
+
+
+@settings(max_examples=30, deadline=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(datasets())
+@example(EQUAL_MEANS)
+def test_construct_verifies_and_interpolates(ds):
+    check_bundle(ds)
+
+
+def test_bumps_separate_equal_means_with_shared_tokens():
+    with tempfile.TemporaryDirectory() as tmp:
+        bundle = build(write_json(Path(tmp) / "ds.json", EQUAL_MEANS))
+    assert 1 <= len(bundle.construction.phases[0].blocks) <= 3
+
+
+def test_extreme_shapes():
+    """d = 24 with 30 sequences of length 20 (m = 1), and 2 sequences with m = n = 20."""
+    wide = [([(j % 3, i) + tuple((7 * j + 3 * i + k * k) % 11 - 5 for k in range(22)) for i in range(20)],
+             [tuple((j + k) % 3 for k in range(24))]) for j in range(30)]
+    check_bundle(dataset_json(24, wide))
+    full = [([(i, j, i * j) for i in range(20)], [(i + j, 0, -i) for i in range(20)]) for j in range(2)]
+    check_bundle(dataset_json(3, full))

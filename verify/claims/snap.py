@@ -1,0 +1,114 @@
+"""snap: a group of 4 units of block k's feed-forward layer is a "snap" on
+coordinate k: breakpoints c−R', c−r, c+r, c+R' (the group's biases, exactly).
+
+* z3, over all of R: every token t·e_k with t ∈ [c−r, c+r] lands exactly on
+  ``to``; outside (c−R', c+R') the group adds exactly 0.
+* Replay: the tokens whose enclosure meets (c−R', c+R') before the layer are
+  exactly ``moves``; each lies on the e_k axis with its range inside
+  [c−r, c+r]; after the layer each is exactly the point ``to``. Every other
+  token (other clusters, targets already placed) is outside the window,
+  where the group is zero.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import z3
+from flint import fmpq
+
+from tfcert.errors import InputError
+from tfcert.verify.claims import Context, array, block_of, number, stated, token_ref
+from tfcert.verify.claims.hat import _q, region_counterexample
+from tfcert.verify.enclose import coordinate_range, is_point
+from tfcert.verify.formats import FF, integer, vector
+from tfcert.verify.numbers import Vec
+
+KIND = "snap"
+LAYER = "ff"
+ENCLOSURES = True
+
+
+@dataclass(frozen=True)
+class Claim:
+    block: int
+    units: tuple[int, ...]
+    coordinate: int
+    center: fmpq
+    radius: fmpq  # r: the plateau half-width
+    reach: fmpq  # R': the support half-width
+    moves: frozenset[tuple[int, int]]
+    to: Vec
+
+    @property
+    def breakpoints(self) -> list[fmpq]:
+        c, r, R = self.center, self.radius, self.reach
+        return [c - R, c - r, c + r, c + R]
+
+
+def parse(raw: dict, where: str, ctx: Context) -> Claim:
+    block = block_of(raw, where, ctx)
+    width = ctx.model.blocks[block].ff.width
+    units = tuple(integer(u, f"{where}.units[{i}]", 0, width - 1)
+                  for i, u in enumerate(array(raw.get("units"), f"{where}.units")))
+    if len(units) != 4 or len(set(units)) != 4:
+        raise InputError(f"{where}.units: a snap has 4 distinct units")
+    moves = frozenset(token_ref(m, f"{where}.moves[{i}]", ctx)
+                      for i, m in enumerate(array(raw.get("moves"), f"{where}.moves")))
+    return Claim(block, units, integer(raw.get("coordinate"), f"{where}.coordinate", 0, ctx.model.d - 1),
+                 number(raw.get("center"), f"{where}.center"), number(raw.get("radius"), f"{where}.radius"),
+                 number(raw.get("reach"), f"{where}.reach"), moves,
+                 vector(raw.get("to"), ctx.model.d, f"{where}.to"))
+
+
+def plateau_counterexample(ff: FF, claim: Claim) -> str | None:
+    """Ask z3 for t ∈ [c−r, c+r] where t·e_k + group(t) ≠ to."""
+    t = z3.Real("t")
+    hidden = [z3.If(t + _q(ff.b[j]) > 0, t + _q(ff.b[j]), z3.RealVal(0)) for j in claim.units]
+    wrong = []
+    for i, w_row in enumerate(ff.W):
+        own = t if i == claim.coordinate else z3.RealVal(0)
+        wrong.append(own + z3.Sum([_q(w_row[j]) * h for j, h in zip(claim.units, hidden)]) != _q(claim.to[i]))
+    solver = z3.Solver()
+    solver.add(t >= _q(claim.center - claim.radius), t <= _q(claim.center + claim.radius), z3.Or(wrong))
+    result = solver.check()
+    if result == z3.unsat:
+        return None
+    if result == z3.sat:
+        return f"z3: the token {solver.model()[t]}·e_{claim.coordinate + 1} on the plateau misses the target"
+    return "z3 could not decide the plateau claim"
+
+
+def check(claim: Claim, ctx: Context, step) -> list[str]:
+    ff = ctx.model.blocks[claim.block].ff
+    k = claim.coordinate
+    axis = tuple(fmpq(1 if i == k else 0) for i in range(ctx.model.d))
+    if any(ff.U[j] != axis for j in claim.units):
+        return [f"the group's U rows are not e_{k + 1}: not a snap on coordinate {k + 1}"]
+    if not 0 < claim.radius < claim.reach:
+        return [f"need 0 < radius < reach, got radius {claim.radius}, reach {claim.reach}"]
+    failures = []
+    actual = sorted(-ff.b[j] for j in claim.units)
+    if actual != claim.breakpoints:
+        failures.append(stated("breakpoints", [str(v) for v in claim.breakpoints], [str(v) for v in actual]))
+    for problem in (plateau_counterexample(ff, claim),
+                    region_counterexample(ff, claim.units, claim.center - claim.reach, claim.center + claim.reach)):
+        if problem:
+            failures.append(problem)
+    lo, hi = claim.center - claim.reach, claim.center + claim.reach
+    inside = set()
+    for g, x in enumerate(x for seq in step.before for x in seq):
+        a, b = coordinate_range(x, k)
+        if b > lo and a < hi:
+            inside.add(ctx.ref(g))
+            on_axis = all(coordinate_range(x, i) == (0, 0) for i in range(ctx.model.d) if i != k)
+            if ctx.ref(g) in claim.moves and not (on_axis and claim.center - claim.radius <= a
+                                                  and b <= claim.center + claim.radius):
+                failures.append(f"token {list(ctx.ref(g))}: enclosure [{a}, {b}] on coordinate {k + 1} "
+                                f"is not on the axis inside the plateau")
+    if inside != claim.moves:
+        failures.append(stated("moves", sorted(claim.moves), sorted(inside)))
+    for j, i in sorted(claim.moves & inside):
+        landed = step.after[ctx.position[j]][i]
+        if not is_point(landed) or landed != claim.to:
+            failures.append(f"token [{j}, {i}]: does not land exactly on the stated target")
+    return failures

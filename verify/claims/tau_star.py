@@ -1,0 +1,121 @@
+"""tau_star: the softmax model interpolates exactly at every 0 < τ ≤ τ*.
+
+Block k's attention (scores from exact points, V = u vᵀ) is the model's only
+temperature-dependent layer: every other attention layer has A = 0 (an exact
+mean at every τ) or is the identity. Token i's attention output is
+ρx_i + t_i·u with |t_i − μ_S| ≤ B_i(τ) = Σ_{l∉S} exp(−Δ_l/τ)·D_l (enclose.py).
+Each term increases with τ (Δ_l > 0), so the replay — asked by this claim for
+the enclosures μ_S ± B_i(τ*) — covers every τ ≤ τ* at once, and the final
+``exact`` claim then holds at all of them. Checked here, with arb enclosures
+of exp turned into rationals:
+
+* τ* equals the model's temperature and the certificate's top-level "tau_star";
+* max_i B_i(τ*) ≤ noise_bound ≤ radius (the snap radius);
+* τ* is the largest such τ up to ``step`` ≤ τ*/2^16: max_i B_i(τ* + step) > radius
+  (``step`` null: no token has any noise, so every τ works);
+* ``closed_form`` (null when unconstrained) is a weaker τ of the same kind,
+  min_i Δ_i / ln((n_j−1)·D_i/radius): for each token with (n_j−1)·D_i > radius,
+  (n_j−1)·D_i·exp(−Δ_i/closed_form) ≤ radius, and closed_form < τ* + step (both
+  lie below the true threshold, which τ* meets to within step).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from flint import ctx, fmpq
+
+from tfcert.verify.claims import Context, block_of, number, optional_number, stated
+from tfcert.verify.enclose import PREC, ball, bounds, noise_bound, rank_one
+from tfcert.verify.evaluate import is_zero_matrix
+
+KIND = "tau_star"
+LAYER = "sa"
+ENCLOSURES = True
+RESOLUTION = 2 ** 16  # step ≤ τ*/RESOLUTION
+
+
+@dataclass(frozen=True)
+class Claim:
+    block: int
+    tau_star: fmpq
+    radius: fmpq
+    noise_bound: fmpq
+    step: fmpq | None
+    closed_form: fmpq | None
+
+
+def parse(raw: dict, where: str, context: Context) -> Claim:
+    return Claim(block_of(raw, where, context), number(raw.get("tau_star"), f"{where}.tau_star"),
+                 number(raw.get("radius"), f"{where}.radius"), number(raw.get("noise_bound"), f"{where}.noise_bound"),
+                 optional_number(raw.get("step"), f"{where}.step"),
+                 optional_number(raw.get("closed_form"), f"{where}.closed_form"))
+
+
+def max_bound(noises, tau: fmpq, side: int) -> fmpq:
+    """max_i of the lower (side 0) or upper (side 1) rational bound of B_i(τ)."""
+    return max((bounds(noise_bound(n, tau))[side] for seq in noises for n in seq), default=fmpq(0))
+
+
+def constrained(noises, sizes, radius: fmpq) -> list[tuple[fmpq, fmpq]]:
+    """(Δ_i, (n_j−1)·D_i) for every token whose closed form is finite, with
+    Δ_i its least gap and D_i its largest spread."""
+    out = []
+    for n_j, seq in zip(sizes, noises):
+        for n in seq:
+            if n.terms:
+                gap, spread = min(t[0] for t in n.terms), max(t[1] for t in n.terms)
+                if (n_j - 1) * spread > radius:
+                    out.append((gap, (n_j - 1) * spread))
+    return out
+
+
+def closed_form_ok(tokens: list[tuple[fmpq, fmpq]], tau: fmpq, radius: fmpq) -> bool:
+    """Whether (n_j−1)·D_i·exp(−Δ_i/τ) ≤ radius for every listed token."""
+    with ctx.workprec(PREC):
+        return all(bounds(ball(scaled) * (-ball(gap / tau)).exp())[1] <= radius for gap, scaled in tokens)
+
+
+def _static(claim: Claim, context: Context) -> list[str]:
+    model, top = context.model, context.certificate
+    failures = []
+    if model.attention != "softmax":
+        return ["the model is not a softmax model"]
+    if model.temperature != claim.tau_star:
+        failures.append(stated("tau_star (the model's temperature)", claim.tau_star, model.temperature))
+    if str(top.get("tau_star")) != str(claim.tau_star):
+        failures.append(stated("tau_star (the certificate's top-level field)", claim.tau_star, top.get("tau_star")))
+    for k, block in enumerate(model.blocks):
+        sa = block.sa
+        free = is_zero_matrix(sa.A, model.d) or (sa.rho == 1 and is_zero_matrix(sa.V, model.d))
+        if k != claim.block and not free:
+            failures.append(f"block {k}'s attention also depends on the temperature")
+    if rank_one(model.blocks[claim.block].sa.V) is None:
+        failures.append(f"block {claim.block}'s V is not stored as a single u vᵀ")
+    return failures
+
+
+def check(claim: Claim, context: Context, step) -> list[str]:
+    failures = _static(claim, context)
+    if failures:
+        return failures
+    if step.noise is None or not step.below:
+        return [f"block {claim.block}: the attention was not enclosed by its noise bound over (0, tau_star]"]
+    worst = max_bound(step.noise, claim.tau_star, 1)
+    if not worst <= claim.noise_bound <= claim.radius:
+        failures.append(f"need max noise bound {worst} ≤ noise_bound {claim.noise_bound} ≤ radius {claim.radius}")
+    if claim.step is None:
+        if any(n.terms for seq in step.noise for n in seq):
+            failures.append("step is null but some token has noise")
+    elif not 0 < claim.step <= claim.tau_star / RESOLUTION:
+        failures.append(f"step {claim.step} is not in (0, tau_star/{RESOLUTION}]")
+    elif not max_bound(step.noise, claim.tau_star + claim.step, 0) > claim.radius:
+        failures.append(f"tau_star + step = {claim.tau_star + claim.step} also keeps the noise within the "
+                        f"radius: tau_star is not the largest to within step")
+    tokens = constrained(step.noise, [len(p.input) for p in context.dataset.pairs], claim.radius)
+    if claim.closed_form is None:
+        if tokens:
+            failures.append("closed_form is null but some token constrains it")
+    elif not (claim.step is not None and 0 < claim.closed_form < claim.tau_star + claim.step
+              and closed_form_ok(tokens, claim.closed_form, claim.radius)):
+        failures.append(f"closed_form {claim.closed_form} is not a valid bound below tau_star + step")
+    return failures

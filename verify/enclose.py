@@ -1,0 +1,155 @@
+"""Rigorous enclosures for softmax attention (DESIGN.md §4, §5).
+
+exp only ever enters through python-flint ``arb`` balls, and every ball is
+turned into exact rationals (its endpoints are dyadic) before anything is
+compared. A token that softmax makes inexact is carried as one of:
+
+* ``Path`` — a piecewise-affine path of exact rational vertices; the token
+  is some point of it. A rank-1 attention output is a segment, and a
+  feed-forward layer maps a path to a path *exactly* (split each edge where
+  a unit's pre-activation changes sign, evaluate the vertices), so a snap
+  layer can turn it back into a single exact point.
+* ``Box`` — one arb ball per coordinate, the fallback for anything else;
+  a box is exact only when every ball has radius 0.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Union
+
+from flint import arb, ctx, fmpq
+
+from tfcert.verify.formats import LowRank
+from tfcert.verify.numbers import Vec
+
+PREC = 128  # bits of every arb computation
+
+
+@dataclass(frozen=True)
+class Path:
+    """The token is a point of the path through ``vertices`` (≥ 2, consecutive distinct)."""
+    vertices: tuple[Vec, ...]
+
+
+@dataclass(frozen=True)
+class Box:
+    """The token lies in the product of these balls."""
+    balls: tuple[arb, ...]
+
+
+Token = Union[Vec, Path, Box]
+
+
+def is_point(x: Token) -> bool:
+    return isinstance(x, tuple)
+
+
+# ---------------------------------------------------------------- arb ↔ rationals
+
+def exact(x: arb) -> fmpq:
+    """The exact dyadic value of an exact arb (a midpoint or a radius)."""
+    man, exp = x.man_exp()
+    return fmpq(int(man) * 2 ** int(exp)) if exp >= 0 else fmpq(int(man), 2 ** int(-exp))
+
+
+def bounds(x: arb) -> tuple[fmpq, fmpq]:
+    """Rationals lo ≤ every point of the ball ≤ hi."""
+    if not x.is_finite():
+        raise ArithmeticError("non-finite enclosure")
+    mid, rad = exact(x.mid()), exact(x.rad())
+    return mid - rad, mid + rad
+
+
+def ball(x: fmpq) -> arb:
+    return arb(x)
+
+
+# ---------------------------------------------------------------- tokens
+
+def path(vertices: list[Vec]) -> Token:
+    """A path with consecutive repeats removed; a single point when all coincide."""
+    kept = [vertices[0]]
+    for v in vertices[1:]:
+        if v != kept[-1]:
+            kept.append(v)
+    return kept[0] if len(kept) == 1 else Path(tuple(kept))
+
+
+def box(balls: list[arb]) -> Token:
+    """A box, or the exact point it is when every radius is 0."""
+    if all(b.is_exact() for b in balls):
+        return tuple(exact(b) for b in balls)
+    return Box(tuple(balls))
+
+
+def as_balls(x: Token) -> tuple[arb, ...]:
+    if isinstance(x, Box):
+        return x.balls
+    if isinstance(x, Path):
+        out = []
+        for i in range(len(x.vertices[0])):
+            lo, hi = coordinate_range(x, i)
+            out.append(ball(lo).union(ball(hi)))
+        return tuple(out)
+    return tuple(ball(v) for v in x)
+
+
+def coordinate_range(x: Token, i: int) -> tuple[fmpq, fmpq]:
+    """Exact [min, max] of coordinate ``i`` over the token's enclosure."""
+    if isinstance(x, Box):
+        return bounds(x.balls[i])
+    points = x.vertices if isinstance(x, Path) else (x,)
+    values = [p[i] for p in points]
+    return min(values), max(values)
+
+
+def width(x: Token) -> fmpq:
+    """The largest coordinate width of the enclosure (0 for an exact point)."""
+    if is_point(x):
+        return fmpq(0)
+    n = len(x.balls) if isinstance(x, Box) else len(x.vertices[0])
+    return max(hi - lo for lo, hi in (coordinate_range(x, i) for i in range(n)))
+
+
+# ---------------------------------------------------------------- softmax
+
+@dataclass(frozen=True)
+class Noise:
+    """Token i's collapse noise |t − μ_S| ≤ Σ exp(−Δ_l/τ)·D_l: μ_S is the
+    mean of v·x over the argmax set S, Δ_l > 0 the score gap of l ∉ S and
+    D_l = |v·x_l − μ_S|/|S| (since Z ≥ |S|·exp(s_max/τ))."""
+    centre: fmpq
+    terms: tuple[tuple[fmpq, fmpq], ...]  # (Δ_l, D_l), D_l > 0
+
+
+def noise(s: list[fmpq], values: list[fmpq], argmax: tuple[int, ...]) -> Noise:
+    mu = sum((values[l] for l in argmax), fmpq(0)) / len(argmax)
+    best = s[argmax[0]]
+    terms = tuple((best - s[l], abs(values[l] - mu) / len(argmax))
+                  for l in range(len(s)) if l not in argmax and values[l] != mu)
+    return Noise(mu, terms)
+
+
+def noise_bound(n: Noise, tau: fmpq) -> arb:
+    """Σ exp(−Δ/τ)·D, enclosed; every term increases with τ."""
+    with ctx.workprec(PREC):
+        total = arb(0)
+        for gap, spread in n.terms:
+            total += (-ball(gap / tau)).exp() * ball(spread)
+        return total
+
+
+def softmax_ball(s: list[fmpq], values: list, tau: fmpq) -> arb:
+    """Σ_l π_l·values_l with π = softmax(s/τ), enclosed (values exact or balls)."""
+    best = max(s)
+    with ctx.workprec(PREC):
+        weights = [(ball((v - best) / tau)).exp() for v in s]
+        total = arb(0)
+        for w, x in zip(weights, values):
+            total += w * x
+        return total / sum(weights, arb(0))
+
+
+def rank_one(V: LowRank) -> tuple[Vec, Vec] | None:
+    """(u, v) when V = u vᵀ exactly as stored (scale 0, one term)."""
+    return V.terms[0] if V.scale == 0 and len(V.terms) == 1 else None
