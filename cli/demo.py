@@ -7,7 +7,7 @@ from pathlib import Path
 
 from tfcert.audit.audit import largest_certified_temperature
 from tfcert.construct.bundle import build, write
-from tfcert.report import human
+from tfcert.report import human, phase_table, size_line
 from tfcert.verify.check import verify_files
 from tfcert.verify.claims.size import measure
 from tfcert.verify.enclose import coordinate_range, is_point
@@ -85,13 +85,8 @@ def run_demo(output: str, attention: str) -> int:
     c = bundle.construction
     print(f"dataset: bundled example, N = {len(bundle.dataset.pairs)}, d = {bundle.dataset.d}, "
           f"Σm = {bundle.dataset.total_outputs}")
-    print(f"{'phase':<14} {'blocks':>10} {'claims':>7}")
-    for p in c.phases:
-        print(f"{p.name:<14} {f'[{p.span[0]}, {p.span[1]})':>10} {len(p.claims):>7}")
-    size = measure(c.model, bundle.dataset, c.theorem)
-    b = size["bounds"]
-    print(f"blocks {size['blocks']} ≤ {b['blocks']}, width {size['width']} ≤ {b['width']}, "
-          f"parameters {size['parameters']} ≤ {b['parameters']}")
+    print(phase_table(c))
+    print(size_line(measure(c.model, bundle.dataset, c.theorem)))
     if attention == "softmax":
         tau, tau_emp, ratio = tightness(bundle)
         print(f"tau* = {tau} (≈ {float(tau):.6g}): exact interpolation at every 0 < tau <= tau*")

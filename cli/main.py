@@ -31,24 +31,9 @@ def _write_text(path: str, data: bytes) -> None:
         raise InputError(f"{path}: cannot write: {exc.strerror or exc}") from None
 
 
-def _phase_table(bundle) -> str:
-    c = bundle.construction
-    lines = [f"{'phase':<14} {'blocks':>12} {'claims':>7}"]
-    for p in c.phases:
-        lines.append(f"{p.name:<14} {f'[{p.span[0]}, {p.span[1]})':>12} {len(p.claims):>7}")
-    return "\n".join(lines)
-
-
-def _size_line(size: dict) -> str:
-    b = size["bounds"]
-    ratio = size["parameters"] / size["d_sum_m"]
-    return (f"size (Theorem {size['theorem']}): blocks {size['blocks']} ≤ {b['blocks']}, "
-            f"width {size['width']} ≤ {b['width']}, parameters {size['parameters']} ≤ {b['parameters']} "
-            f"({ratio:.2f}·dΣm){'' if size['within'] else '  [exceeds a bound]'}")
-
-
 def cmd_construct(args) -> int:
     from tfcert.construct.bundle import build, write
+    from tfcert.report import phase_table, size_line
     from tfcert.verify.claims.size import measure
 
     start = time.perf_counter()
@@ -64,8 +49,8 @@ def cmd_construct(args) -> int:
                                      for p in bundle.construction.phases],
                           "claims": len(bundle.report.results)}, indent=1))
     else:
-        print(_phase_table(bundle))
-        print(_size_line(size))
+        print(phase_table(bundle.construction))
+        print(size_line(size))
         print(f"{len(bundle.report.results)} claims verified; wrote {args.output}/"
               f"{{dataset,model,certificate}}.json in {seconds:.2f}s")
     return 0
@@ -84,7 +69,7 @@ def cmd_verify(args) -> int:
 
 def cmd_audit(args) -> int:
     from tfcert.audit.audit import audit_files, certificate
-    from tfcert.report import human
+    from tfcert.report import audit_human, audit_json
     from tfcert.verify.check import verify
     from tfcert.verify.formats import dumps, parse_document
     from tfcert.verify.numbers import parse_number
@@ -103,56 +88,7 @@ def cmd_audit(args) -> int:
         check = verify(model_doc, dataset_doc, parse_document(args.output, cert))
         assert check.ok == report.interpolates, "audit certificate disagrees with the audit"  # a bug
         _write_text(args.output, cert)
-    if report.temperature is not None:
-        return _audit_softmax(args, report)
-    out = {"interpolates": report.interpolates,
-           "sequences": [{"sequence": s.index, "exact": s.exact, "hausdorff_squared": str(s.hausdorff_squared),
-                          "hausdorff": float(s.hausdorff_squared) ** 0.5} for s in report.sequences],
-           "attention_layers": [{"block": l.block, "min_gap": None if l.min_gap is None else str(l.min_gap),
-                                 "ties": [list(t) for t in l.ties]} for l in report.layers],
-           "uniform_attention_blocks": list(report.uniform_blocks), "size": report.size}
-    if args.json:
-        print(json.dumps(out, indent=1))
-    else:
-        print(f"{'sequence':>8} {'verdict':>8} {'hausdorff':>12}")
-        for s in report.sequences:
-            print(f"{s.index:>8} {'exact' if s.exact else 'FAIL':>8} {float(s.hausdorff_squared) ** 0.5:>12.6g}")
-        for l in report.layers:
-            ties = f", {len(l.ties)} tie(s): " + " ".join(f"[{a},{b}]" for a, b in l.ties) if l.ties else ""
-            print(f"attention block {l.block}: least argmax gap {l.min_gap}{ties}")
-        print(_size_line(report.size))
-        print("verdict: interpolates exactly" if report.interpolates else "verdict: does NOT interpolate")
-    return 0 if report.interpolates else 1
-
-
-def _audit_softmax(args, report) -> int:
-    """The softmax audit: per-sequence verdict and enclosure width at the
-    audited temperature, and the largest certified temperature."""
-    largest = report.largest_certified_temperature
-    out = {"interpolates": report.interpolates, "temperature": str(report.temperature),
-           "largest_certified_temperature": None if largest is None else str(largest),
-           "sequences": [{"sequence": s.index, "verdict": s.verdict, "exact": s.exact,
-                          "enclosure_width": str(s.width),
-                          "hausdorff_squared": None if s.hausdorff_squared is None else str(s.hausdorff_squared)}
-                         for s in report.sequences],
-           "attention_layers": [{"block": l.block, "min_gap": None if l.min_gap is None else str(l.min_gap),
-                                 "ties": [list(t) for t in l.ties]} for l in report.layers],
-           "uniform_attention_blocks": list(report.uniform_blocks), "size": report.size}
-    if args.json:
-        print(json.dumps(out, indent=1))
-        return 0 if report.interpolates else 1
-    print(f"temperature {report.temperature} (≈ {float(report.temperature):.6g})")
-    print(f"{'sequence':>8} {'verdict':>14} {'enclosure width':>16} {'hausdorff':>12}")
-    for s in report.sequences:
-        h = "-" if s.hausdorff_squared is None else f"{float(s.hausdorff_squared) ** 0.5:.6g}"
-        print(f"{s.index:>8} {s.verdict:>14} {float(s.width):>16.3g} {h:>12}")
-    for l in report.layers:
-        print(f"attention block {l.block}: least argmax gap {l.min_gap}"
-              + (f", {len(l.ties)} tie(s)" if l.ties else ""))
-    print(_size_line(report.size))
-    print("largest certified temperature: " + ("none" if largest is None else f"{largest} (≈ {float(largest):.6g})"))
-    print("verdict: interpolates exactly" if report.interpolates else
-          "verdict: NOT certified to interpolate at this temperature")
+    print(json.dumps(audit_json(report), indent=1) if args.json else audit_human(report))
     return 0 if report.interpolates else 1
 
 

@@ -52,3 +52,64 @@ def junit(report: Report) -> bytes:
 
 def dump_json(value: dict) -> str:
     return json.dumps(value, indent=1)
+
+
+def phase_table(construction) -> str:
+    """The construction's phases: block range and number of claims."""
+    lines = [f"{'phase':<14} {'blocks':>12} {'claims':>7}"]
+    for p in construction.phases:
+        lines.append(f"{p.name:<14} {f'[{p.span[0]}, {p.span[1]})':>12} {len(p.claims):>7}")
+    return "\n".join(lines)
+
+
+def size_line(size: dict) -> str:
+    """Blocks, width and parameters against the theorem's bounds."""
+    b = size["bounds"]
+
+    def item(key: str) -> str:
+        return f"{key} {size[key]} {'≤' if size[key] <= b[key] else '>'} {b[key]}"
+
+    ratio = size["parameters"] / size["d_sum_m"]
+    return (f"size (Theorem {size['theorem']}): {item('blocks')}, {item('width')}, {item('parameters')} "
+            f"({ratio:.2f}·dΣm)")
+
+
+def _opt(x) -> str | None:
+    return None if x is None else str(x)
+
+
+def audit_json(report) -> dict:
+    """The audit as one JSON document (exact values as strings)."""
+    out = {"interpolates": report.interpolates,
+           "sequences": [{"sequence": s.index, "verdict": s.verdict, "exact": s.exact,
+                          "hausdorff_squared": _opt(s.hausdorff_squared),
+                          "hausdorff": None if s.hausdorff_squared is None else float(s.hausdorff_squared) ** 0.5,
+                          "enclosure_width": str(s.width)} for s in report.sequences],
+           "attention_layers": [{"block": l.block, "min_gap": _opt(l.min_gap), "ties": [list(t) for t in l.ties]}
+                                for l in report.layers],
+           "uniform_attention_blocks": list(report.uniform_blocks), "size": report.size}
+    if report.temperature is not None:
+        out["temperature"] = str(report.temperature)
+        out["largest_certified_temperature"] = _opt(report.largest_certified_temperature)
+    return out
+
+
+def audit_human(report) -> str:
+    softmax = report.temperature is not None
+    lines = [f"temperature {report.temperature} (≈ {float(report.temperature):.6g})"] if softmax else []
+    lines.append(f"{'sequence':>8} {'verdict':>14} {'hausdorff':>12}" + (f" {'enclosure width':>16}" if softmax else ""))
+    for s in report.sequences:
+        h = "-" if s.hausdorff_squared is None else f"{float(s.hausdorff_squared) ** 0.5:.6g}"
+        lines.append(f"{s.index:>8} {s.verdict:>14} {h:>12}" + (f" {float(s.width):>16.3g}" if softmax else ""))
+    for l in report.layers:
+        ties = f", {len(l.ties)} tie(s): " + " ".join(f"[{a},{b}]" for a, b in l.ties) if l.ties else ""
+        lines.append(f"attention block {l.block}: least argmax gap {l.min_gap}{ties}")
+    lines.append(size_line(report.size))
+    if softmax:
+        largest = report.largest_certified_temperature
+        lines.append("largest certified temperature: " +
+                     ("none" if largest is None else f"{largest} (≈ {float(largest):.6g})"))
+    lines.append("verdict: interpolates exactly" if report.interpolates else
+                 "verdict: NOT certified to interpolate at this temperature" if softmax else
+                 "verdict: does NOT interpolate")
+    return "\n".join(lines)

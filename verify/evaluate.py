@@ -11,14 +11,14 @@ binary search; every other token is provably unchanged.
 """
 from __future__ import annotations
 
-from bisect import bisect_left, bisect_right, insort
+from bisect import bisect_left, bisect_right
 from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Iterator
 
 from flint import arb, ctx, fmpq
 
-from tfcert.verify.enclose import (PREC, Box, Noise, Path, Token, as_balls, bounds, box, is_point, noise,
+from tfcert.verify.enclose import (PREC, Noise, Path, Token, as_balls, bounds, box, is_point, noise,
                                    noise_bound, path, rank_one, softmax_ball)
 from tfcert.verify.formats import FF, SA, LowRank, Model
 from tfcert.verify.numbers import Vec, add, dot, scale, sub, zero

@@ -19,7 +19,7 @@ from flint import fmpq
 from tfcert.errors import InputError
 from tfcert.verify.claims import Context, array, block_of, number, stated, token_ref
 from tfcert.verify.formats import FF, integer, vector
-from tfcert.verify.numbers import Vec, dot
+from tfcert.verify.numbers import Vec
 
 KIND = "hat"
 LAYER = "ff"
