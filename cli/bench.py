@@ -11,6 +11,7 @@ import numpy as np
 
 from tfcert.construct.build import certificate, construct, model_bytes
 from tfcert.verify.check import verify
+from tfcert.verify.claims.size import parameters
 from tfcert.verify.formats import Model, dumps, parse_document, read_dataset
 
 SHAPES = {"quick": [(10, 8, 2, 8)], "full": [(10, 8, 2, 8), (100, 20, 3, 20), (30, 20, 20, 24)]}
@@ -73,6 +74,18 @@ def measure(shape: tuple[int, int, int, int]) -> dict:
             "float64_forward_s": round(t_float, 4), "verify_over_float64": round(t_verify / t_float, 2)}
 
 
+def width_tradeoff(shape: tuple[int, int, int, int]) -> list[dict]:
+    """Blocks and parameters as --width packs more hats into each FF layer
+    (3 units a hat; width 3·Σm is effectively unbounded: L = 3 + bumps)."""
+    dataset = read_dataset(parse_document("dataset.json", random_dataset(*shape)))
+    rows = []
+    for width in (3, 6, 12, 48, 3 * dataset.total_outputs):
+        model = construct(dataset, "hardmax", width).model
+        rows.append({"width": width, "blocks": len(model.blocks),
+                     "parameters": parameters(model)})
+    return rows
+
+
 def run_bench(quick: bool, as_json: bool) -> int:
     rows = []
     for shape in SHAPES["quick" if quick else "full"]:
@@ -83,6 +96,10 @@ def run_bench(quick: bool, as_json: bool) -> int:
                   f"construct {r['construct_s']:.2f}s, verify {r['verify_s']:.2f}s "
                   f"({'ok' if r['verified'] else 'FAILED'}), float64 forward {r['float64_forward_s']:.3f}s, "
                   f"verify/float64 = {r['verify_over_float64']:.1f}x", flush=True)
+    trade = width_tradeoff(SHAPES["quick"][0])
     if as_json:
-        print(json.dumps({"results": rows}, indent=1))
+        print(json.dumps({"results": rows, "width_tradeoff": trade}, indent=1))
+    else:
+        print("width trade-off (N=%d n=%d m=%d d=%d): " % SHAPES["quick"][0]
+              + ", ".join(f"width {r['width']} → {r['blocks']} blocks, {r['parameters']} parameters" for r in trade))
     return 0 if all(r["verified"] for r in rows) else 1

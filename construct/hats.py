@@ -4,7 +4,7 @@ h(t) = (σ(t−p+ε) − 2σ(t−p) + σ(t−p−ε))/ε, which is 1 at t = p an
 share one FF layer."""
 from __future__ import annotations
 
-from bisect import bisect_left, bisect_right
+from bisect import bisect_left, bisect_right, insort
 from dataclasses import dataclass
 
 from flint import fmpq
@@ -71,16 +71,20 @@ def margin(sorted_keys: list[fmpq], window: tuple[fmpq, fmpq]) -> fmpq | None:
 def hat_blocks(hats: list[Hat], per_layer: int, d: int, first_block: int,
                projections: dict[tuple[int, int], fmpq]) -> tuple[list[Block], list[dict]]:
     """Pack hats ``per_layer`` to an FF layer (identity attention), tracking
-    every token's projection on the hats' common direction to state margins."""
+    every token's projection on the hats' common direction (kept sorted) to
+    state margins."""
+    keys = sorted(projections.values())
     blocks, claims = [], []
     for start in range(0, len(hats), per_layer):
         group = hats[start:start + per_layer]
-        keys = sorted(projections.values())
         claims += hat_claims(group, first_block + len(blocks), [margin(keys, h.window) for h in group])
         blocks.append(Block(hat_ff(group, d), identity_sa()))
         for h in group:
+            landed = dot(h.w, h.to)
             for ref in h.moves:
-                projections[ref] = dot(h.w, h.to)
+                del keys[bisect_left(keys, projections[ref])]
+                insort(keys, landed)
+                projections[ref] = landed
     return blocks, claims
 
 

@@ -10,6 +10,7 @@ tokens of each input sequence, in file order.
 """
 from __future__ import annotations
 
+from bisect import bisect_left
 from dataclasses import dataclass
 
 from flint import fmpq
@@ -54,13 +55,20 @@ def placements(dataset: Dataset, radius: fmpq) -> list[Leader]:
 def choose_radius(dataset: Dataset, w: Vec, windows: list[tuple[fmpq, fmpq]]) -> fmpq:
     """The least power of two R ≥ 4 such that every code exceeds max|y_1| + 1
     (targets stay clear of interpolation windows) and every placed leader
-    projects outside every leader window."""
+    projects outside every leader window (the windows are disjoint: one
+    binary search each)."""
     reach = max(abs(y[0]) for p in dataset.pairs for y in p.output) + 1
+    windows = sorted(windows)
+    lows = [lo for lo, _ in windows]
+
+    def clear(t: fmpq) -> bool:
+        k = bisect_left(lows, t) - 1
+        return k < 0 or t >= windows[k][1]
+
     radius = fmpq(4)
     while True:
         leaders = placements(dataset, radius)
-        if min(l.code for l in leaders) > reach and all(
-                not lo < dot(w, l.point) < hi for l in leaders for lo, hi in windows):
+        if min(l.code for l in leaders) > reach and all(clear(dot(w, l.point)) for l in leaders):
             return radius
         radius *= 2
 

@@ -256,11 +256,7 @@ class Step:
     sorted_before: dict | None = None  # direction -> (keys, ids) before an FF layer
     noise: tuple[tuple[Noise, ...], ...] | None = None  # softmax, V = u vᵀ on points: every token's noise
     below: bool = False  # softmax enclosures hold at every temperature up to the model's
-
-    @property
-    def exact(self) -> bool:
-        """Whether every token before and after the layer is an exact point."""
-        return all(is_point(x) for seqs in (self.before, self.after) for seq in seqs for x in seq)
+    exact: bool = True  # every token before and after the layer is an exact point
 
     def projections(self, direction: Vec) -> tuple[list[fmpq], list[int]]:
         """Flat token ids sorted by projection on ``direction`` before the layer."""
@@ -292,7 +288,8 @@ class Replay:
             self.offsets.append(len(flat))
             flat.extend(seq)
         self.lengths = [len(s) for s in sequences]
-        self.tokens = flat
+        self.tokens: list = flat
+        self.points = True  # every token is an exact point (not a softmax enclosure)
         self.index: OrderedDict[Vec, _Projections] = OrderedDict()
 
     def sequences(self) -> tuple[tuple[Vec, ...], ...]:
@@ -315,10 +312,16 @@ class Replay:
                 for proj in self.index.values():
                     proj.move(g, x)
 
+    def _enclosed(self, tokens: list) -> None:
+        """Replace every token at once (softmax enclosures); projections are recomputed on demand."""
+        self.tokens = tokens
+        self.index.clear()
+        self.points = all(is_point(x) for x in tokens)
+
     def _ff(self, ff: FF) -> dict:
         """Apply an FF layer; return the sorted projections it used, as they were before."""
-        if not all(is_point(x) for x in self.tokens):
-            self.tokens = [apply_ff_token(ff, x) for x in self.tokens]
+        if not self.points:
+            self._enclosed([apply_ff_token(ff, x) for x in self.tokens])
             return {}
         candidates: set[int] = set()
         snapshot = {}
@@ -359,7 +362,7 @@ class Replay:
         if sa.rho == 1 and is_zero_matrix(sa.V, d):
             return None, False, None
         uniform = is_zero_matrix(sa.A, d)
-        points = all(is_point(x) for x in self.tokens)
+        points = self.points
         if uniform and points:
             return self._sa(sa)[0], True, None
         new, attention, noises = [], [], []
@@ -372,8 +375,7 @@ class Replay:
             else:
                 out = sa_boxes(sa, X, self.tau, uniform)
             new += out
-        self.tokens = new
-        self.index.clear()
+        self._enclosed(new)
         scored = not uniform and len(attention) == len(self.lengths)
         return (tuple(attention) if scored else None), uniform, (tuple(noises) if scored else None)
 
@@ -381,13 +383,14 @@ class Replay:
         """Evaluate every layer in order, yielding a Step after each."""
         softmax = self.model.attention == "softmax"
         for k, block in enumerate(self.model.blocks):
-            before = self.sequences()
+            before, was = self.sequences(), self.points
             snapshot = self._ff(block.ff)
-            mid = self.sequences()
-            yield Step(k, "ff", before, mid, sorted_before=snapshot)
+            mid, was, exact = self.sequences(), self.points, was and self.points
+            yield Step(k, "ff", before, mid, sorted_before=snapshot, exact=exact)
             if softmax:
                 attention, uniform, noises = self._sa_softmax(block.sa)
-                yield Step(k, "sa", mid, self.sequences(), attention, uniform, noise=noises, below=self.below)
+                yield Step(k, "sa", mid, self.sequences(), attention, uniform, noise=noises, below=self.below,
+                           exact=was and self.points)
             else:
                 attention, uniform = self._sa(block.sa)
                 yield Step(k, "sa", mid, self.sequences(), attention, uniform)
