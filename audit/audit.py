@@ -57,6 +57,7 @@ class AuditReport:
     size: dict
     temperature: fmpq | None = None  # softmax: the temperature audited
     largest_certified_temperature: fmpq | None = None  # softmax: by bisection
+    warnings: tuple[str, ...] = ()  # the dataset's dropped duplicates
 
     @property
     def interpolates(self) -> bool:
@@ -134,7 +135,7 @@ def audit(model: Model, dataset: Dataset, progress=None, temperature: fmpq | Non
             layers.append(AttentionLayer(step.block, min(gaps) if gaps else None, ties, step.attention))
     largest = largest_certified_temperature(model, dataset, tau) if softmax else None
     return AuditReport(verdicts(dataset, replay.sequences()), tuple(layers), tuple(uniform),
-                       measure(model, dataset, "1.8" if softmax else "1.6"), tau, largest)
+                       measure(model, dataset, "1.8" if softmax else "1.6"), tau, largest, dataset.warnings)
 
 
 def certificate(report: AuditReport, model_bytes: bytes, dataset_bytes: bytes, n_blocks: int) -> dict:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 from pathlib import Path
@@ -31,6 +32,12 @@ def _write_text(path: str, data: bytes) -> None:
         raise InputError(f"{path}: cannot write: {exc.strerror or exc}") from None
 
 
+def _warn(warnings: tuple[str, ...]) -> None:
+    """The dataset's warnings (dropped duplicates), one ``warning:`` line each."""
+    for warning in warnings:
+        print(f"warning: {warning}", file=sys.stderr)
+
+
 def cmd_construct(args) -> int:
     from tfcert.construct.bundle import build, write
     from tfcert.report import phase_table, size_line
@@ -41,8 +48,7 @@ def cmd_construct(args) -> int:
     write(bundle.files, args.output)
     seconds = time.perf_counter() - start
     size = measure(bundle.construction.model, bundle.dataset, bundle.construction.theorem)
-    for warning in bundle.dataset.warnings:
-        print(f"warning: {warning}", file=sys.stderr)
+    _warn(bundle.dataset.warnings)
     if args.json:
         print(json.dumps({"output": str(args.output), "size": size, "seconds": round(seconds, 3),
                           "phases": [{"name": p.name, "blocks": list(p.span), "claims": len(p.claims)}
@@ -61,6 +67,7 @@ def cmd_verify(args) -> int:
     from tfcert.verify.check import verify_files
 
     report = verify_files(args.model, args.dataset, args.certificate, _progress("verifying"))
+    _warn(report.warnings)
     if args.junit:
         _write_text(args.junit, junit(report))
     print(json.dumps(as_json(report), indent=1) if args.json else human(report))
@@ -80,6 +87,7 @@ def cmd_audit(args) -> int:
         if tau <= 0:
             raise InputError("--temperature: must be > 0")
     report, model, model_doc, dataset_doc = audit_files(args.model, args.dataset, _progress("auditing"), tau)
+    _warn(report.warnings)
     if args.output and tau is not None and tau != model.temperature:
         raise InputError(f"-o: a certificate speaks about the model at its own temperature {model.temperature}; "
                          f"drop --temperature {args.temperature}")
@@ -149,6 +157,20 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _broken_pipe() -> int:
+    """The reader of stdout went away (``tfcert verify --json | head``): stop
+    quietly like a tool killed by SIGPIPE (exit 128 + 13 = 141, which is not
+    one of the 0/1/2 verdicts). stdout is pointed at devnull so the flush at
+    interpreter exit cannot print "Exception ignored … BrokenPipeError"."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError, AttributeError):  # stdout without a file descriptor: nothing to silence
+        pass
+    return 141
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     try:
@@ -156,7 +178,11 @@ def main(argv: list[str] | None = None) -> int:
     except SystemExit as exc:  # argparse: usage errors exit 2, --help exits 0
         return int(exc.code or 0)
     try:
-        return int(args.func(args))
+        code = int(args.func(args))
+        sys.stdout.flush()  # a closed pipe shows up here, not at interpreter exit
+        return code
+    except BrokenPipeError:
+        return _broken_pipe()
     except InputError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

@@ -3,7 +3,7 @@ or a JUnit XML file — the forms CI pipelines read."""
 from __future__ import annotations
 
 import json
-from collections import OrderedDict
+from collections import Counter, OrderedDict
 from xml.etree import ElementTree as ET
 
 from tfcert.verify.check import Report, Result
@@ -42,8 +42,12 @@ def junit(report: Report) -> bytes:
     failed = sum(not r.ok for r in report.results)
     suite = ET.Element("testsuite", name="tfcert.verify", tests=str(len(report.results)),
                        failures=str(failed), errors="0")
+    # several hats can share a block (--width > 4): CI tools merge testcases
+    # with equal names, so a repeated name gets the claim's JSON path
+    counts = Counter(_name(r) for r in report.results)
     for r in report.results:
-        case = ET.SubElement(suite, "testcase", classname=f"tfcert.{r.phase}", name=_name(r))
+        name = _name(r) if counts[_name(r)] == 1 else f"{_name(r)} ({r.where.rsplit(': ', 1)[-1]})"
+        case = ET.SubElement(suite, "testcase", classname=f"tfcert.{r.phase}", name=name)
         if r.failures:
             failure = ET.SubElement(case, "failure", message=r.failures[0])
             failure.text = "\n".join([r.where, *r.failures])

@@ -39,16 +39,22 @@ def build(dataset_path: str | Path, attention: str = "hardmax", width: int = 4, 
 
 
 def write(files: dict[str, bytes], directory: str | Path) -> None:
-    """Write every file to a temporary name first, then rename them all."""
+    """Write every file to a temporary name first, then rename them all; a
+    target that cannot be replaced is found before anything is renamed."""
     out = Path(directory)
+    temps: list[tuple[Path, Path]] = []
     try:
         out.mkdir(parents=True, exist_ok=True)
-        temps = []
+        for name in files:
+            if (out / name).is_dir():
+                raise InputError(f"{out / name}: is a directory; cannot write the bundle")
         for name, data in files.items():
             tmp = out / f".{name}.tmp"
-            tmp.write_bytes(data)
             temps.append((tmp, out / name))
+            tmp.write_bytes(data)
         for tmp, final in temps:
             os.replace(tmp, final)
     except OSError as exc:
+        for tmp, _ in temps:
+            tmp.unlink(missing_ok=True)
         raise InputError(f"{directory}: cannot write the bundle: {exc.strerror or exc}") from None

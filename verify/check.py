@@ -38,6 +38,7 @@ class Result:
 @dataclass(frozen=True)
 class Report:
     results: tuple[Result, ...]
+    warnings: tuple[str, ...] = ()  # the dataset's dropped duplicates
 
     @property
     def ok(self) -> bool:
@@ -78,7 +79,7 @@ def _parse_claims(cert: Document, ctx: Context) -> list[_Parsed]:
         for c, raw in enumerate(array(phase["claims"], f"{where}.claims")):
             at = f"{where}.claims[{c}]"
             kind = obj(raw, at, ("kind",))["kind"]
-            if kind not in KINDS:
+            if not isinstance(kind, str) or kind not in KINDS:
                 raise InputError(f"{at}.kind: unknown claim kind {kind!r}")
             item = _Parsed(str(phase["name"]), KINDS[kind], KINDS[kind].parse(raw, at, ctx), at)
             if item.block is not None and not first <= item.block < end:
@@ -110,7 +111,7 @@ def verify(model_doc: Document, dataset_doc: Document, cert_doc: Document,
         results.append(Result("integrity", "tau_star", None, f"{cert_doc.path}: $.tau_star",
                               ("the certificate states tau_star but no tau_star claim proves it",)))
     results += replay_claims(ctx, claims, progress)
-    return Report(tuple(results))
+    return Report(tuple(results), dataset.warnings)
 
 
 def replay_claims(ctx: Context, claims: list[_Parsed], progress=None) -> list[Result]:

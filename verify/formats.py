@@ -14,7 +14,7 @@ from pathlib import Path
 from flint import fmpq
 
 from tfcert.errors import InputError
-from tfcert.verify.numbers import FloatLiteral, Vec, fmt, parse_number, parse_vector
+from tfcert.verify.numbers import MAX_DIGITS, FloatLiteral, Vec, fmt, parse_number, parse_vector
 
 DATASET_FORMAT = "tfcert.dataset/1"
 MODEL_FORMAT = "tfcert.model/1"
@@ -103,6 +103,16 @@ class _NonFinite(str):
     """NaN / Infinity as written; rejected with its JSON path when read as a number."""
 
 
+class _HugeInt(str):
+    """A bare JSON integer too long to be a number (Python's int() refuses
+    more than 4300 digits and json.loads would raise ValueError without a
+    path): kept as text, so parse_number rejects it with its JSON path."""
+
+
+def _parse_int(text: str) -> int | str:
+    return int(text) if len(text) <= MAX_DIGITS + 16 else _HugeInt(text)
+
+
 def load_document(path: str | Path) -> Document:
     """Read a JSON file exactly: floats keep their source text."""
     try:
@@ -115,7 +125,8 @@ def load_document(path: str | Path) -> Document:
 def parse_document(name: str, raw: bytes) -> Document:
     """Parse bytes that are (or will be) the file ``name``."""
     try:
-        value = json.loads(raw.decode("utf-8"), parse_float=FloatLiteral, parse_constant=_NonFinite)
+        value = json.loads(raw.decode("utf-8"), parse_float=FloatLiteral, parse_constant=_NonFinite,
+                           parse_int=_parse_int)
     except UnicodeDecodeError:
         raise InputError(f"{name}: not UTF-8 text") from None
     except json.JSONDecodeError as exc:
@@ -156,6 +167,8 @@ def array(value: object, where: str) -> list:
 
 
 def integer(value: object, where: str, low: int, high: int) -> int:
+    if isinstance(value, _HugeInt):
+        raise InputError(f"{where}: number too large ({len(value)} characters)")
     if isinstance(value, bool) or not isinstance(value, int):
         raise InputError(f"{where}: expected an integer")
     if not low <= value <= high:

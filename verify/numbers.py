@@ -18,8 +18,9 @@ Vec = tuple  # tuple[fmpq, ...]; a token of R^d
 MAX_DIGITS = 4000  # longest numerator/denominator/mantissa accepted
 MAX_EXPONENT = 4000  # largest |e| accepted in "xe±e"
 
-_FRACTION = re.compile(r"([+-]?\d+)/(\d+)")
-_DECIMAL = re.compile(r"([+-]?)(\d*)(?:\.(\d*))?(?:[eE]([+-]?\d+))?")
+# re.ASCII: \d must not match other scripts' digits ("١", "５"), which int() would accept
+_FRACTION = re.compile(r"([+-]?\d+)/(\d+)", re.ASCII)
+_DECIMAL = re.compile(r"([+-]?)(\d*)(?:\.(\d*))?(?:[eE]([+-]?\d+))?", re.ASCII)
 
 
 class FloatLiteral(str):

@@ -44,7 +44,9 @@ class Context:
 
 
 def block_of(raw: dict, where: str, ctx: Context) -> int:
-    return integer(raw.get("block"), f"{where}.block", 0, max(len(ctx.model.blocks) - 1, 0))
+    if not ctx.model.blocks:
+        raise InputError(f"{where}.block: the model has no blocks")
+    return integer(raw.get("block"), f"{where}.block", 0, len(ctx.model.blocks) - 1)
 
 
 def token_ref(value: object, where: str, ctx: Context) -> tuple[int, int]:

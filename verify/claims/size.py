@@ -13,10 +13,11 @@ from dataclasses import dataclass
 
 from tfcert.errors import InputError
 from tfcert.verify.claims import Context, obj, stated
-from tfcert.verify.formats import Dataset, Model
+from tfcert.verify.formats import Dataset, Model, integer
 
 KIND = "size"
 LAYER = None
+KEYS = ("blocks", "width", "parameters")
 
 THEOREMS = {
     # theorem: (blocks bound as a function of (Σm, N), width bound)
@@ -53,9 +54,15 @@ class Claim:
 
 def parse(raw: dict, where: str, ctx: Context) -> Claim:
     theorem = raw.get("theorem")
-    if theorem not in THEOREMS:
+    if not isinstance(theorem, str) or theorem not in THEOREMS:
         raise InputError(f"{where}.theorem: expected one of {sorted(THEOREMS)}, got {theorem!r}")
-    obj(raw.get("bounds"), f"{where}.bounds", ())
+    bounds = obj(raw.get("bounds"), f"{where}.bounds", KEYS)
+    for key in KEYS + ("d_sum_m",):
+        integer(raw.get(key), f"{where}.{key}", 0, 10**18)
+    for key in KEYS:
+        integer(bounds[key], f"{where}.bounds.{key}", 0, 10**18)
+    if not isinstance(raw.get("within"), bool):
+        raise InputError(f"{where}.within: expected true or false")
     return Claim({k: v for k, v in raw.items() if k != "kind"})
 
 

@@ -1,0 +1,97 @@
+"""The checker's trusted base stays independent (DESIGN.md §1, §8): nothing
+under verify/ imports construction code, the audit, or the CLI."""
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import REPO
+
+VERIFY = REPO / "verify"
+FORBIDDEN = {
+    "construct": ("tfcert.construct", "construct"),
+    "audit/cli": ("tfcert.audit", "tfcert.main", "tfcert.demo", "tfcert.bench", "audit"),
+}
+
+
+def package_of(path: Path) -> str:
+    """The dotted package a file under verify/ belongs to (verify/ is tfcert.verify)."""
+    parts = path.relative_to(VERIFY).parent.parts
+    return ".".join(("tfcert", "verify", *parts))
+
+
+def imported_modules(path: Path) -> list[tuple[int, str]]:
+    """(line, absolute module name) of every import in the file, relative ones
+    resolved against the file's package; ``from X import a`` also yields X.a."""
+    tree = ast.parse(path.read_text(), filename=str(path))
+    out = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            out += [(node.lineno, alias.name) for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package_of(path).split(".")
+                if node.level - 1 > len(base):
+                    raise AssertionError(f"{path}:{node.lineno}: relative import beyond the top package")
+                base = base[:len(base) - (node.level - 1)]
+                module = ".".join(base + ([node.module] if node.module else []))
+            else:
+                module = node.module or ""
+            out.append((node.lineno, module))
+            out += [(node.lineno, f"{module}.{alias.name}") for alias in node.names]
+        elif isinstance(node, ast.Call):  # importlib.import_module("…") / __import__("…")
+            name = node.func.attr if isinstance(node.func, ast.Attribute) else getattr(node.func, "id", "")
+            if name in ("import_module", "__import__") and node.args and isinstance(node.args[0], ast.Constant):
+                out.append((node.lineno, str(node.args[0].value)))
+    return out
+
+
+def hits(module: str, banned: tuple[str, ...]) -> bool:
+    return any(module == b or module.startswith(b + ".") for b in banned)
+
+
+SOURCES = sorted(VERIFY.rglob("*.py"))
+
+
+def test_sources_found():
+    assert len(SOURCES) >= 10 and VERIFY / "check.py" in SOURCES and VERIFY / "claims" / "hat.py" in SOURCES
+
+
+@pytest.mark.parametrize("what", sorted(FORBIDDEN))
+def test_verify_imports(what):
+    bad = [f"{p.relative_to(REPO)}:{line}: imports {m}"
+           for p in SOURCES for line, m in imported_modules(p) if hits(m, FORBIDDEN[what])]
+    assert bad == [], "\n".join(bad)
+
+
+def test_relative_import_resolution():
+    """The resolver itself: what a forbidden relative import would look like."""
+    check = VERIFY / "check.py"
+    hat = VERIFY / "claims" / "hat.py"
+    for path, source, expected in (
+            (check, "from ..construct import build", "tfcert.construct"),
+            (check, "from .. import construct", "tfcert.construct"),
+            (hat, "from ...construct.hats import Hat", "tfcert.construct.hats"),
+            (hat, "from ... import audit", "tfcert.audit"),
+            (check, "import importlib\nimportlib.import_module('tfcert.construct.build')", "tfcert.construct.build")):
+        tmp = path.with_name("_layering_probe.py")
+        tree_modules = _modules_of_text(source, tmp)
+        assert expected in tree_modules, (source, tree_modules)
+
+
+def _modules_of_text(text: str, as_path: Path) -> list[str]:
+    class FakePath(type(as_path)):
+        def read_text(self, *args, **kwargs):
+            return text
+    return [m for _, m in imported_modules(FakePath(as_path))]
+
+
+def test_importing_the_checker_loads_no_construction_code():
+    code = ("import sys; import tfcert.verify.check, tfcert.verify.formats, tfcert.report; "
+            "bad = sorted(m for m in sys.modules if m.startswith(('tfcert.construct', 'tfcert.audit', 'tfcert.main'))); "
+            "print(bad); sys.exit(1 if bad else 0)")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
