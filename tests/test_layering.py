@@ -95,3 +95,21 @@ def test_importing_the_checker_loads_no_construction_code():
             "print(bad); sys.exit(1 if bad else 0)")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def code_lines(path: Path) -> int:
+    """Lines of code: not blank, not a comment, not inside a docstring."""
+    source = path.read_text()
+    docs = set()
+    for node in ast.walk(ast.parse(source)):
+        body = getattr(node, "body", None)
+        if isinstance(body, list) and body and isinstance(body[0], ast.Expr) \
+                and isinstance(body[0].value, ast.Constant) and isinstance(body[0].value.value, str):
+            docs.update(range(body[0].lineno, body[0].end_lineno + 1))
+    return sum(1 for i, line in enumerate(source.splitlines(), 1)
+               if line.strip() and not line.strip().startswith("#") and i not in docs)
+
+
+def test_trusted_base_stays_small():
+    """DESIGN.md §8: the checker a user must trust stays under ~1500 lines."""
+    assert sum(code_lines(p) for p in SOURCES) < 1500
