@@ -13,12 +13,12 @@ from __future__ import annotations
 from bisect import bisect_left, bisect_right
 from dataclasses import dataclass
 
-import z3
 from flint import fmpq
 
 from tfcert.errors import InputError
 from tfcert.verify.claims import Context, array, block_of, number, stated, token_ref
-from tfcert.verify.formats import FF, integer, vector
+from tfcert.verify.formats import integer, vector
+from tfcert.verify.regions import zero_outside
 from tfcert.verify.numbers import Vec
 
 KIND = "hat"
@@ -54,35 +54,6 @@ def parse(raw: dict, where: str, ctx: Context) -> Claim:
                  None if margin is None else number(margin, f"{where}.margin"))
 
 
-def _q(x: fmpq) -> z3.ArithRef:
-    return z3.RealVal(f"{x.p}/{x.q}")
-
-
-def region_counterexample(ff: FF, units: tuple[int, ...], lo: fmpq, hi: fmpq) -> str | None:
-    """Ask z3 for a t = w·x outside (lo, hi) where the group adds something
-    non-zero. All U rows of the group equal w, so the group's output depends
-    on x through t alone and quantifying over t covers every x ∈ R^d."""
-    rows = set()  # output coordinate i is Σ_j W[i][j] σ_j; proportional rows vanish together
-    for w_row in ff.W:
-        coeffs = [w_row[j] for j in units]
-        lead = next((c for c in coeffs if c != 0), None)
-        if lead is not None:
-            rows.add(tuple(c / lead for c in coeffs))
-    if not rows:
-        return None
-    t = z3.Real("t")
-    hidden = [z3.If(t + _q(ff.b[j]) > 0, t + _q(ff.b[j]), z3.RealVal(0)) for j in units]
-    nonzero = [z3.Sum([_q(c) * h for c, h in zip(row, hidden)]) != 0 for row in sorted(rows)]
-    solver = z3.Solver()
-    solver.add(z3.Or(t <= _q(lo), t >= _q(hi)), z3.Or(nonzero))
-    result = solver.check()
-    if result == z3.unsat:
-        return None
-    if result == z3.sat:
-        return f"z3: the group is non-zero at w·x = {solver.model()[t]} outside the window"
-    return "z3 could not decide the region claim"
-
-
 def check(claim: Claim, ctx: Context, step) -> list[str]:
     ff = ctx.model.blocks[claim.block].ff
     w = ff.U[claim.units[0]]
@@ -91,7 +62,7 @@ def check(claim: Claim, ctx: Context, step) -> list[str]:
     failures = []
     if claim.lo >= claim.hi:
         failures.append(f"empty window [{claim.lo}, {claim.hi}]")
-    problem = region_counterexample(ff, claim.units, claim.lo, claim.hi)
+    problem = zero_outside(ff, claim.units, claim.lo, claim.hi)
     if problem:
         failures.append(problem)
     keys, ids = step.projections(w)

@@ -18,10 +18,10 @@ from flint import fmpq
 
 from tfcert.errors import InputError
 from tfcert.verify.claims import Context, array, block_of, number, stated, token_ref
-from tfcert.verify.claims.hat import _q, region_counterexample
 from tfcert.verify.enclose import coordinate_range, is_point
 from tfcert.verify.formats import FF, integer, vector
 from tfcert.verify.numbers import Vec
+from tfcert.verify.regions import counterexample, hidden, q, zero_outside
 
 KIND = "snap"
 LAYER = "ff"
@@ -63,19 +63,12 @@ def parse(raw: dict, where: str, ctx: Context) -> Claim:
 def plateau_counterexample(ff: FF, claim: Claim) -> str | None:
     """Ask z3 for t ∈ [c−r, c+r] where t·e_k + group(t) ≠ to."""
     t = z3.Real("t")
-    hidden = [z3.If(t + _q(ff.b[j]) > 0, t + _q(ff.b[j]), z3.RealVal(0)) for j in claim.units]
-    wrong = []
-    for i, w_row in enumerate(ff.W):
-        own = t if i == claim.coordinate else z3.RealVal(0)
-        wrong.append(own + z3.Sum([_q(w_row[j]) * h for j, h in zip(claim.units, hidden)]) != _q(claim.to[i]))
-    solver = z3.Solver()
-    solver.add(t >= _q(claim.center - claim.radius), t <= _q(claim.center + claim.radius), z3.Or(wrong))
-    result = solver.check()
-    if result == z3.unsat:
-        return None
-    if result == z3.sat:
-        return f"z3: the token {solver.model()[t]}·e_{claim.coordinate + 1} on the plateau misses the target"
-    return "z3 could not decide the plateau claim"
+    h = hidden(ff, claim.units, t)
+    wrong = [(t if i == claim.coordinate else z3.RealVal(0))
+             + z3.Sum([q(w_row[j]) * v for j, v in zip(claim.units, h)]) != q(claim.to[i])
+             for i, w_row in enumerate(ff.W)]
+    return counterexample(t, t >= q(claim.center - claim.radius), t <= q(claim.center + claim.radius), z3.Or(wrong),
+                          what=f"a token t·e_{claim.coordinate + 1} on the plateau misses the target")
 
 
 def check(claim: Claim, ctx: Context, step) -> list[str]:
@@ -91,7 +84,7 @@ def check(claim: Claim, ctx: Context, step) -> list[str]:
     if actual != claim.breakpoints:
         failures.append(stated("breakpoints", [str(v) for v in claim.breakpoints], [str(v) for v in actual]))
     for problem in (plateau_counterexample(ff, claim),
-                    region_counterexample(ff, claim.units, claim.center - claim.reach, claim.center + claim.reach)):
+                    zero_outside(ff, claim.units, claim.center - claim.reach, claim.center + claim.reach)):
         if problem:
             failures.append(problem)
     lo, hi = claim.center - claim.reach, claim.center + claim.reach
