@@ -116,7 +116,7 @@ def verify(model_doc: Document, dataset_doc: Document, cert_doc: Document,
 
 def replay_claims(ctx: Context, claims: list[_Parsed], progress=None) -> list[Result]:
     """Check static claims, then replay the model once, checking each claim at
-    its layer. A tau_star claim speaks about every temperature up to the
+    its layer; results come back in the certificate's order. A tau_star claim speaks about every temperature up to the
     model's, so its presence asks the replay for enclosures valid there."""
     def run(item: _Parsed, step: Step | None) -> Result:
         if step is not None and not getattr(item.module, "ENCLOSURES", False) and not step.exact:
@@ -126,7 +126,7 @@ def replay_claims(ctx: Context, claims: list[_Parsed], progress=None) -> list[Re
         return Result(item.phase, item.module.KIND, item.block, item.where,
                       tuple(item.module.check(item.claim, ctx, step)))
 
-    results = [run(c, None) for c in claims if c.module.LAYER is None]
+    done = {id(c): run(c, None) for c in claims if c.module.LAYER is None}
     at: dict[tuple, list[_Parsed]] = defaultdict(list)
     for c in claims:
         if c.module.LAYER in ("ff", "sa"):
@@ -136,13 +136,13 @@ def replay_claims(ctx: Context, claims: list[_Parsed], progress=None) -> list[Re
     replay = Replay(ctx.model, [p.input for p in ctx.dataset.pairs], below=below)
     n_blocks = len(ctx.model.blocks)
     for step in replay.steps():
-        results += [run(c, step) for c in at.get((step.block, step.layer), ())]
+        done.update((id(c), run(c, step)) for c in at.get((step.block, step.layer), ()))
         if progress and step.layer == "sa":
             progress(step.block + 1, n_blocks)
     final = replay.sequences()
-    end_step = Step(n_blocks, "end", final, final)
-    results += [run(c, end_step) for c in ends]
-    return results
+    end_step = Step(n_blocks, "end", final, final, exact=replay.points)
+    done.update((id(c), run(c, end_step)) for c in ends)
+    return [done[id(c)] for c in claims]  # in certificate order
 
 
 def verify_files(model: str | Path, dataset: str | Path, certificate: str | Path,
