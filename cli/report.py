@@ -2,7 +2,6 @@
 or a JUnit XML file — the forms CI pipelines read."""
 from __future__ import annotations
 
-import json
 from collections import Counter, OrderedDict
 from xml.etree import ElementTree as ET
 
@@ -52,10 +51,6 @@ def junit(report: Report) -> bytes:
             failure = ET.SubElement(case, "failure", message=r.failures[0])
             failure.text = "\n".join([r.where, *r.failures])
     return ET.tostring(suite, encoding="utf-8", xml_declaration=True)
-
-
-def dump_json(value: dict) -> str:
-    return json.dumps(value, indent=1)
 
 
 def phase_table(construction) -> str:

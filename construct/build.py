@@ -25,10 +25,6 @@ class Construction:
     phases: tuple[Phase, ...]
     theorem: str
 
-    def summary(self) -> list[tuple[str, int, int]]:
-        """(phase, first block, end block) for each phase."""
-        return [(p.name, *p.span) for p in self.phases]
-
 
 def construct(dataset: Dataset, attention: str = "hardmax", width: int = 4) -> Construction:
     """Build a transformer that maps each input set of ``dataset`` exactly onto

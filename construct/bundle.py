@@ -12,9 +12,6 @@ from tfcert.errors import InputError
 from tfcert.verify.check import Report, verify
 from tfcert.verify.formats import Dataset, dumps, load_document, parse_document, read_dataset
 
-FILES = ("dataset.json", "model.json", "certificate.json")
-
-
 @dataclass(frozen=True)
 class Bundle:
     dataset: Dataset

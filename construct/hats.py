@@ -42,10 +42,6 @@ def hat_ff(hats: list[Hat], d: int) -> FF:
     return FF(ONE, tuple(U), tuple(b), W)
 
 
-def identity_ff(d: int) -> FF:
-    return FF(ONE, (), (), tuple(() for _ in range(d)))
-
-
 def identity_sa() -> SA:
     return SA(ONE, LowRank(ZERO), LowRank(ZERO))
 

@@ -36,9 +36,6 @@ class Architecture:
     def with_heads(self, heads: tuple[int, ...]) -> "Architecture":
         return Architecture(self.T, self.d, self.E, tuple(heads), self.positional)
 
-    def with_T(self, T: int) -> "Architecture":
-        return Architecture(T, self.d, self.E, self.heads, self.positional)
-
     def to_json(self) -> dict:
         return {"T": self.T, "d": self.d, "E": self.E, "heads": list(self.heads),
                 "positional": self.positional}

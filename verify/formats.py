@@ -238,14 +238,6 @@ def _drop_duplicates(name: str, d: int, pairs: list[Pair]) -> Dataset:
     return Dataset(d, tuple(kept), tuple(warnings))
 
 
-def dataset_json(dataset: Dataset) -> dict:
-    return {"format": DATASET_FORMAT, "d": dataset.d,
-            "pairs": [{"input": [[fmt(x) for x in t] for t in p.input],
-                       "output": [[fmt(x) for x in t] for t in p.output]} for p in dataset.pairs]}
-
-
-# ---------------------------------------------------------------- model
-
 def _low_rank(value: object, d: int, where: str) -> LowRank:
     item = obj(value, where, ("scale", "low_rank"))
     terms = []

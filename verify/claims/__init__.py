@@ -11,7 +11,7 @@ from functools import cached_property
 from flint import fmpq
 
 from tfcert.errors import InputError
-from tfcert.verify.formats import Dataset, Model, array, integer, number, obj
+from tfcert.verify.formats import Dataset, Model, array, integer, number
 
 
 @dataclass(frozen=True)
@@ -25,14 +25,6 @@ class Context:
     @cached_property
     def position(self) -> dict[int, int]:
         return {p.index: j for j, p in enumerate(self.dataset.pairs)}
-
-    @cached_property
-    def offsets(self) -> list[int]:
-        out, total = [], 0
-        for p in self.dataset.pairs:
-            out.append(total)
-            total += len(p.input)
-        return out
 
     @cached_property
     def _refs(self) -> list[tuple[int, int]]:
@@ -70,5 +62,3 @@ def optional_number(value: object, where: str) -> fmpq | None:
 def stated(name: str, claimed: object, actual: object) -> str:
     return f"{name}: stated {claimed}, recomputed {actual}"
 
-
-__all__ = ["Context", "block_of", "token_ref", "optional_number", "stated", "obj", "array", "number"]

@@ -5,8 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from tfcert.errors import InputError
-from tfcert.verify.claims import Context, array, block_of, stated
-from tfcert.verify.formats import integer
+from tfcert.verify.claims import Context, block_of, stated
+from tfcert.verify.formats import array, integer
 
 KIND = "clusters"
 LAYER = "sa"

@@ -16,10 +16,10 @@ from dataclasses import dataclass
 from flint import fmpq
 
 from tfcert.errors import InputError
-from tfcert.verify.claims import Context, array, block_of, number, stated, token_ref
-from tfcert.verify.formats import integer, vector
-from tfcert.verify.regions import zero_outside
+from tfcert.verify.claims import Context, block_of, stated, token_ref
+from tfcert.verify.formats import array, integer, number, vector
 from tfcert.verify.numbers import Vec
+from tfcert.verify.regions import zero_outside
 
 KIND = "hat"
 LAYER = "ff"

@@ -12,8 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from tfcert.errors import InputError
-from tfcert.verify.claims import Context, obj, stated
-from tfcert.verify.formats import Dataset, Model, integer
+from tfcert.verify.claims import Context, stated
+from tfcert.verify.formats import Dataset, Model, integer, obj
 
 KIND = "size"
 LAYER = None

@@ -17,9 +17,9 @@ import z3
 from flint import fmpq
 
 from tfcert.errors import InputError
-from tfcert.verify.claims import Context, array, block_of, number, stated, token_ref
+from tfcert.verify.claims import Context, block_of, stated, token_ref
 from tfcert.verify.enclose import coordinate_range, is_point
-from tfcert.verify.formats import FF, integer, vector
+from tfcert.verify.formats import FF, array, integer, number, vector
 from tfcert.verify.numbers import Vec
 from tfcert.verify.regions import counterexample, hidden, q, zero_outside
 

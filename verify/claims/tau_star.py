@@ -24,7 +24,8 @@ from dataclasses import dataclass
 
 from flint import ctx, fmpq
 
-from tfcert.verify.claims import Context, block_of, number, optional_number, stated
+from tfcert.verify.claims import Context, block_of, optional_number, stated
+from tfcert.verify.formats import number
 from tfcert.verify.enclose import PREC, ball, bounds, noise_bound, rank_one
 from tfcert.verify.evaluate import is_zero_matrix
 
