@@ -63,9 +63,7 @@ def check_compatible(model, dataset, model_name: str, dataset_name: str) -> None
 
 
 def _parse_claims(cert: Document, ctx: Context) -> list[_Parsed]:
-    name = cert.path
-    top = obj(cert.value, f"{name}: $", ("format", "model_sha256", "dataset_sha256", "phases"))
-    check_format(top, CERTIFICATE_FORMAT, name)
+    name, top = cert.path, cert.value
     n_blocks = len(ctx.model.blocks)
     parsed = []
     for p, raw_phase in enumerate(array(top["phases"], f"{name}: $.phases")):
@@ -93,9 +91,8 @@ def verify(model_doc: Document, dataset_doc: Document, cert_doc: Document,
     """Check a certificate against the exact model and dataset bytes."""
     model, dataset = read_model(model_doc), read_dataset(dataset_doc)
     check_compatible(model, dataset, model_doc.path, dataset_doc.path)
-    ctx = Context(model, dataset, cert_doc.value)
-    claims = _parse_claims(cert_doc, ctx)
-    top = cert_doc.value
+    top = obj(cert_doc.value, f"{cert_doc.path}: $", ("format", "model_sha256", "dataset_sha256", "phases"))
+    check_format(top, CERTIFICATE_FORMAT, cert_doc.path)
     results = [
         Result("integrity", "model_sha256", None, f"{cert_doc.path}: $.model_sha256",
                () if top["model_sha256"] == model_doc.sha256 else
@@ -104,6 +101,14 @@ def verify(model_doc: Document, dataset_doc: Document, cert_doc: Document,
                () if top["dataset_sha256"] == dataset_doc.sha256 else
                (f"stated {top['dataset_sha256']}, file has {dataset_doc.sha256}",)),
     ]
+    ctx = Context(model, dataset, top)
+    try:
+        claims = _parse_claims(cert_doc, ctx)
+    except InputError as exc:
+        if all(r.ok for r in results):
+            raise
+        raise InputError(f"{exc} (the certificate's sha256 does not match {model_doc.path} / "
+                         f"{dataset_doc.path}: is it the certificate of other files?)") from None
     if not any(c.module is exact for c in claims):
         results.append(Result("integrity", "exact", None, f"{cert_doc.path}: $.phases",
                               ("the certificate makes no exactness claim",)))
