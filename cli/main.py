@@ -151,9 +151,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_bench)
 
+    from tfcert.experiments.cli import register as register_experiments
     from tfcert.infoflow.cli import register as register_infoflow
 
     register_infoflow(sub)
+    register_experiments(sub)
     return parser
 
 
@@ -185,6 +187,9 @@ def main(argv: list[str] | None = None) -> int:
         return _broken_pipe()
     except InputError as exc:
         print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except ArithmeticError as exc:  # numbers so large that no enclosure can be formed
+        print(f"error: the input's numbers are out of range: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("error: interrupted", file=sys.stderr)

@@ -128,8 +128,11 @@ def replay_claims(ctx: Context, claims: list[_Parsed], progress=None) -> list[Re
             return Result(item.phase, item.module.KIND, item.block, item.where,
                           (f"block {step.block} {step.layer}: tokens are enclosures, not exact points; "
                            f"a {item.module.KIND} claim cannot be checked there",))
-        return Result(item.phase, item.module.KIND, item.block, item.where,
-                      tuple(item.module.check(item.claim, ctx, step)))
+        try:
+            failures = tuple(item.module.check(item.claim, ctx, step))
+        except ArithmeticError as exc:  # an enclosure out of range proves nothing
+            failures = (f"not checked: {exc}",)
+        return Result(item.phase, item.module.KIND, item.block, item.where, failures)
 
     done = {id(c): run(c, None) for c in claims if c.module.LAYER is None}
     at: dict[tuple, list[_Parsed]] = defaultdict(list)
@@ -140,13 +143,18 @@ def replay_claims(ctx: Context, claims: list[_Parsed], progress=None) -> list[Re
     below = any(c.module is tau_star for c in claims)
     replay = Replay(ctx.model, [p.input for p in ctx.dataset.pairs], below=below)
     n_blocks = len(ctx.model.blocks)
-    for step in replay.steps():
-        done.update((id(c), run(c, step)) for c in at.get((step.block, step.layer), ()))
-        if progress and step.layer == "sa":
-            progress(step.block + 1, n_blocks)
-    final = replay.sequences()
-    end_step = Step(n_blocks, "end", final, final, exact=replay.points)
-    done.update((id(c), run(c, end_step)) for c in ends)
+    try:
+        for step in replay.steps():
+            done.update((id(c), run(c, step)) for c in at.get((step.block, step.layer), ()))
+            if progress and step.layer == "sa":
+                progress(step.block + 1, n_blocks)
+        final = replay.sequences()
+        end_step = Step(n_blocks, "end", final, final, exact=replay.points)
+        done.update((id(c), run(c, end_step)) for c in ends)
+    except ArithmeticError as exc:  # the replay's enclosures left the representable range
+        stopped = (f"not checked: the replay stopped: {exc}",)
+        done.update((id(c), Result(c.phase, c.module.KIND, c.block, c.where, stopped))
+                    for c in claims if id(c) not in done)
     return [done[id(c)] for c in claims]  # in certificate order
 
 

@@ -23,6 +23,7 @@ from tfcert.verify.formats import LowRank
 from tfcert.verify.numbers import Vec
 
 PREC = 128  # bits of every arb computation
+LIMIT = 1 << 14  # bits: the range of the rationals an enclosure is turned into
 
 
 @dataclass(frozen=True)
@@ -46,18 +47,36 @@ def is_point(x: Token) -> bool:
 
 # ---------------------------------------------------------------- arb ↔ rationals
 
+def dyadic(x: arb, up: bool) -> fmpq:
+    """The value of an exact arb (a midpoint or a radius), rounded outward —
+    up or down — to a multiple of 2^-LIMIT. arb exponents can be astronomically
+    large (exp(-10^40) is fine as a ball), so an exact rational is only formed
+    within ±LIMIT bits; a magnitude beyond 2^LIMIT is refused."""
+    man, exp = (int(v) for v in x.man_exp())
+    if exp + man.bit_length() > LIMIT:
+        raise ArithmeticError(f"an enclosure endpoint exceeds 2^{LIMIT}")
+    if exp >= 0:
+        return fmpq(man << exp)
+    if exp >= -LIMIT:
+        return fmpq(man, 1 << -exp)
+    shift = -LIMIT - exp  # man·2^exp = (man / 2^shift)·2^-LIMIT; >> floors
+    return fmpq(-((-man) >> shift) if up else man >> shift, 1 << LIMIT)
+
+
 def exact(x: arb) -> fmpq:
-    """The exact dyadic value of an exact arb (a midpoint or a radius)."""
-    man, exp = x.man_exp()
-    return fmpq(int(man) * 2 ** int(exp)) if exp >= 0 else fmpq(int(man), 2 ** int(-exp))
+    """The exact value of an exact arb; ArithmeticError if it needs rounding."""
+    value = dyadic(x, False)
+    if value != dyadic(x, True):
+        raise ArithmeticError("an exact ball below 2^-LIMIT")
+    return value
 
 
 def bounds(x: arb) -> tuple[fmpq, fmpq]:
     """Rationals lo ≤ every point of the ball ≤ hi."""
     if not x.is_finite():
         raise ArithmeticError("non-finite enclosure")
-    mid, rad = exact(x.mid()), exact(x.rad())
-    return mid - rad, mid + rad
+    mid, rad = x.mid(), x.rad()
+    return dyadic(mid, False) - dyadic(rad, True), dyadic(mid, True) + dyadic(rad, True)
 
 
 def ball(x: fmpq) -> arb:
@@ -78,7 +97,10 @@ def path(vertices: list[Vec]) -> Token:
 def box(balls: list[arb]) -> Token:
     """A box, or the exact point it is when every radius is 0."""
     if all(b.is_exact() for b in balls):
-        return tuple(exact(b) for b in balls)
+        try:
+            return tuple(exact(b) for b in balls)
+        except ArithmeticError:
+            pass
     return Box(tuple(balls))
 
 
