@@ -49,3 +49,25 @@ def test_softmax_on_huge_tokens_stays_in_memory(tmp_path):
     assert proc.returncode == 0, proc.stderr
     cert = json.loads((tmp_path / "out" / "certificate.json").read_text())
     assert parse_number(cert["tau_star"], "tau_star") > 0
+
+
+small = st.fractions(-20, 20, max_denominator=8)
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.integers(1, 4).flatmap(lambda d: st.tuples(
+    st.lists(st.tuples(*[small] * d), min_size=2, max_size=4, unique=True),
+    st.tuples(*[small] * d), st.fractions(0, 1), st.integers(0, 2))))
+def test_projection_range_contains_every_point_of_a_path(case):
+    """The replay skips an enclosure whose projection range misses a unit
+    group's support, so the range must contain u·x for every x on the path."""
+    from tfcert.verify.enclose import Path, axis_of, projection_range
+    from tfcert.verify.numbers import dot
+    raw_vertices, raw_u, s, edge = case
+    vertices = tuple(tuple(fmpq(v.numerator, v.denominator) for v in p) for p in raw_vertices)
+    u = tuple(fmpq(v.numerator, v.denominator) for v in raw_u)
+    a, b = vertices[edge % (len(vertices) - 1)], vertices[edge % (len(vertices) - 1) + 1]
+    t = fmpq(s.numerator, s.denominator)
+    x = tuple(p + t * (q - p) for p, q in zip(a, b))
+    lo, hi = projection_range(Path(vertices), u, axis_of(u))
+    assert lo <= dot(u, x) <= hi

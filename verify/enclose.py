@@ -20,7 +20,7 @@ from typing import Union
 from flint import arb, ctx, fmpq
 
 from tfcert.verify.formats import LowRank
-from tfcert.verify.numbers import Vec
+from tfcert.verify.numbers import Vec, dot
 
 PREC = 128  # bits of every arb computation
 LIMIT = 1 << 14  # bits: the range of the rationals an enclosure is turned into
@@ -122,6 +122,24 @@ def coordinate_range(x: Token, i: int) -> tuple[fmpq, fmpq]:
         return bounds(x.balls[i])
     points = x.vertices if isinstance(x, Path) else (x,)
     values = [p[i] for p in points]
+    return min(values), max(values)
+
+
+def axis_of(u: Vec) -> int | None:
+    """k when u is the unit vector e_k (then u·x is coordinate k: no products)."""
+    nonzero = [i for i, c in enumerate(u) if c != 0]
+    return nonzero[0] if len(nonzero) == 1 and u[nonzero[0]] == 1 else None
+
+
+def projection_range(x: Token, u: Vec, axis: int | None) -> tuple[fmpq, fmpq]:
+    """Rationals bounding u·x over the token's enclosure (exact for points
+    and paths: a path's extremes are at its vertices); ``axis`` = axis_of(u)."""
+    if axis is not None:
+        return coordinate_range(x, axis)
+    if isinstance(x, Box):
+        with ctx.workprec(PREC):
+            return bounds(sum((c * b for c, b in zip(u, x.balls)), arb(0)))
+    values = [dot(u, p) for p in (x.vertices if isinstance(x, Path) else (x,))]
     return min(values), max(values)
 
 

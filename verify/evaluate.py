@@ -18,8 +18,8 @@ from typing import Iterator
 
 from flint import arb, ctx, fmpq
 
-from tfcert.verify.enclose import (PREC, Noise, Path, Token, as_balls, bounds, box, is_point, noise,
-                                   noise_bound, path, rank_one, softmax_ball)
+from tfcert.verify.enclose import (PREC, Noise, Path, Token, as_balls, axis_of, bounds, box, is_point, noise,
+                                   noise_bound, path, projection_range, rank_one, softmax_ball)
 from tfcert.verify.formats import FF, SA, LowRank, Model
 from tfcert.verify.numbers import Vec, add, dot, scale, sub, zero
 
@@ -320,8 +320,20 @@ class Replay:
 
     def _ff(self, ff: FF) -> dict:
         """Apply an FF layer; return the sorted projections it used, as they were before."""
-        if not self.points:
-            self._enclosed([apply_ff_token(ff, x) for x in self.tokens])
+        if not self.points:  # enclosures: a token whose range misses every support is unchanged
+            supports = ff_support(ff)
+            if any(sup.direction is None for sup in supports):
+                self._enclosed([apply_ff_token(ff, x) for x in self.tokens])
+                return {}
+            axes = [axis_of(sup.direction) for sup in supports]
+
+            def may_change(x: Token) -> bool:
+                for sup, axis in zip(supports, axes):
+                    lo, hi = projection_range(x, sup.direction, axis)
+                    if hi > sup.lo and (sup.hi is None or lo < sup.hi):
+                        return True
+                return False
+            self._enclosed([apply_ff_token(ff, x) if may_change(x) else x for x in self.tokens])
             return {}
         candidates: set[int] = set()
         snapshot = {}
