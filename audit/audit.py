@@ -112,6 +112,15 @@ def largest_certified_temperature(model: Model, dataset: Dataset, start: fmpq,
     return lo
 
 
+def tightness(model: Model, dataset: Dataset) -> tuple[fmpq, fmpq, fmpq]:
+    """(τ*, τ_emp, τ*/τ_emp) for a softmax model whose temperature is its
+    certified τ*: τ_emp is the largest temperature at which the rigorous
+    enclosure still shows exact interpolation, so the ratio says how much
+    the noise bound gives away."""
+    tau_emp = largest_certified_temperature(model, dataset, model.temperature)
+    return model.temperature, tau_emp, model.temperature / tau_emp
+
+
 def audit(model: Model, dataset: Dataset, progress=None, temperature: fmpq | None = None) -> AuditReport:
     """Replay ``model`` on every input sequence of ``dataset``: exactly, and
     for softmax with rigorous enclosures at ``temperature`` (default: the model's)."""

@@ -5,7 +5,7 @@ from __future__ import annotations
 from importlib import resources
 from pathlib import Path
 
-from tfcert.audit.audit import largest_certified_temperature
+from tfcert.audit.audit import tightness
 from tfcert.construct.bundle import build, write
 from tfcert.report import human, phase_table, size_line
 from tfcert.verify.check import verify_files
@@ -45,14 +45,6 @@ def centre(x) -> tuple:
     return tuple((lo + hi) / 2 for lo, hi in (coordinate_range(x, i) for i in range(2)))
 
 
-def tightness(bundle) -> tuple:
-    """(τ*, τ_emp, τ*/τ_emp): τ_emp is the largest temperature at which the
-    rigorous enclosure still shows exact interpolation."""
-    model = bundle.construction.model
-    tau_emp = largest_certified_temperature(model, bundle.dataset, model.temperature)
-    return model.temperature, tau_emp, model.temperature / tau_emp
-
-
 def draw(shots, dataset, path: Path) -> None:
     import matplotlib
 
@@ -88,7 +80,7 @@ def run_demo(output: str, attention: str) -> int:
     print(phase_table(c))
     print(size_line(measure(c.model, bundle.dataset, c.theorem)))
     if attention == "softmax":
-        tau, tau_emp, ratio = tightness(bundle)
+        tau, tau_emp, ratio = tightness(c.model, bundle.dataset)
         print(f"tau* = {tau} (≈ {float(tau):.6g}): exact interpolation at every 0 < tau <= tau*")
         print(f"tau_emp = {tau_emp} (≈ {float(tau_emp):.6g}): largest temperature the enclosure certifies")
         print(f"tightness tau*/tau_emp = {float(ratio):.4f}")
