@@ -6,6 +6,8 @@ z3 is asked for a counterexample t, and the claim holds when there is none.
 """
 from __future__ import annotations
 
+from functools import lru_cache
+
 import z3
 from flint import fmpq
 
@@ -34,9 +36,13 @@ def counterexample(t: z3.ArithRef, *constraints, what: str) -> str | None:
 
 
 def zero_outside(ff: FF, units: tuple[int, ...], lo: fmpq, hi: fmpq) -> str | None:
-    """Whether the group adds exactly 0 wherever t ≤ lo or t ≥ hi. Output
-    coordinate i is Σ_j W[i][j] σ_j; proportional rows vanish together, so
-    each direction of row is asked once."""
+    """Whether the group adds exactly 0 wherever t ≤ lo or t ≥ hi.
+
+    Output coordinate i is Σ_j W[i][j] σ(t + b_j); proportional rows vanish
+    together, so each direction of row is asked once. With t = lo + s·(hi − lo)
+    and hi > lo, σ(t + b_j) = (hi − lo)·σ(s + (lo + b_j)/(hi − lo)): the claim is
+    the same statement about s outside (0, 1). That exact change of variables
+    makes every hat of one shape the same query, which z3 answers once."""
     rows = set()
     for w_row in ff.W:
         coeffs = [w_row[j] for j in units]
@@ -45,8 +51,17 @@ def zero_outside(ff: FF, units: tuple[int, ...], lo: fmpq, hi: fmpq) -> str | No
             rows.add(tuple(c / lead for c in coeffs))
     if not rows:
         return None
-    t = z3.Real("t")
-    h = hidden(ff, units, t)
-    nonzero = [z3.Sum([q(c) * v for c, v in zip(row, h)]) != 0 for row in sorted(rows)]
-    return counterexample(t, z3.Or(t <= q(lo), t >= q(hi)), z3.Or(nonzero),
-                          what="the group is non-zero outside its window")
+    if hi <= lo:
+        return f"empty window ({lo}, {hi})"
+    offsets = tuple((lo + ff.b[j]) / (hi - lo) for j in units)
+    return _zero_outside_unit(tuple(sorted(rows)), offsets)
+
+
+@lru_cache(maxsize=4096)
+def _zero_outside_unit(rows: tuple[tuple[fmpq, ...], ...], offsets: tuple[fmpq, ...]) -> str | None:
+    """Σ_j row_j σ(s + offset_j) = 0 for every s ∉ (0, 1), for each row."""
+    s = z3.Real("s")
+    h = [z3.If(s + q(o) > 0, s + q(o), z3.RealVal(0)) for o in offsets]
+    nonzero = [z3.Sum([q(c) * v for c, v in zip(row, h)]) != 0 for row in rows]
+    return counterexample(s, z3.Or(s <= 0, s >= 1), z3.Or(nonzero),
+                          what="the group is non-zero outside its window (t = lo + s·(hi − lo))")
