@@ -9,14 +9,14 @@ from flint import fmpq
 
 from tfcert.verify.evaluate import apply_sa_hardmax, hardmax_attention
 from tfcert.verify.formats import SA, Dataset, LowRank
-from tfcert.verify.numbers import Vec
+from tfcert.verify.numbers import Vec, unit
 
 ONE, ZERO = fmpq(1), fmpq(0)
 
 
 def collapse_sa(d: int) -> SA:
-    e1 = tuple(ONE if i == 0 else ZERO for i in range(d))
-    e2 = tuple(ONE if i == 1 else ZERO for i in range(d))
+    e1 = unit(d, 0)
+    e2 = unit(d, 1)
     return SA(ZERO, LowRank(ONE), LowRank(ZERO, ((e1, e2),)))
 
 

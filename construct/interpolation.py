@@ -9,7 +9,7 @@ from flint import fmpq
 from tfcert.construct.hats import Hat, hat_blocks, min_gap
 from tfcert.construct.leaders import Leader
 from tfcert.verify.formats import Dataset
-from tfcert.verify.numbers import Vec, scale, sub
+from tfcert.verify.numbers import Vec, scale, sub, unit
 
 ONE, ZERO = fmpq(1), fmpq(0)
 
@@ -18,7 +18,7 @@ def interpolation_phase(dataset: Dataset, seqs: list[list[Vec]], leaders: list[L
                         first_block: int, per_layer: int):
     """Returns (blocks, claims, tokens after the phase)."""
     d = dataset.d
-    e1 = tuple(ONE if i == 0 else ZERO for i in range(d))
+    e1 = unit(d, 0)
     codes = sorted(l.code for l in leaders)
     eps = min(ONE, (min_gap(codes) or 2 * ONE) / 2)
     position = {p.index: j for j, p in enumerate(dataset.pairs)}

@@ -18,7 +18,7 @@ from flint import fmpq
 from tfcert.construct.hats import Hat, direction, hat_blocks, min_gap
 from tfcert.verify.evaluate import mean
 from tfcert.verify.formats import FF, SA, Block, Dataset, LowRank
-from tfcert.verify.numbers import Vec, add, dot, norm1, scale
+from tfcert.verify.numbers import Vec, add, dot, norm1, scale, unit
 
 ONE, ZERO = fmpq(1), fmpq(0)
 RADIUS = fmpq(1, 8)  # every token ends within this 1-norm distance of e1
@@ -118,7 +118,7 @@ def separation(dataset: Dataset, seqs: list[list[Vec]], block: int) -> tuple[Pha
     kappa = ONE
     while kappa * spread > RADIUS:
         kappa /= 2
-    e1 = tuple(ONE if i == 0 else ZERO for i in range(d))
+    e1 = unit(d, 0)
     z0 = scale(ONE / (1 + lam), e1)
     ff = FF(kappa, (tuple(ZERO for _ in range(d)),), (ONE,), tuple((z,) for z in z0))
     sa = SA(ONE, LowRank(ZERO), LowRank(lam))

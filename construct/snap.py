@@ -20,7 +20,7 @@ from flint import fmpq
 from tfcert.construct.hats import identity_sa, min_gap
 from tfcert.construct.leaders import Leader
 from tfcert.verify.formats import FF, Block, Dataset
-from tfcert.verify.numbers import Vec, scale, sub
+from tfcert.verify.numbers import Vec, scale, sub, unit
 
 ONE, ZERO = fmpq(1), fmpq(0)
 UNITS = 4
@@ -57,7 +57,7 @@ def radii(codes: list[fmpq]) -> tuple[fmpq, fmpq]:
 
 def snap_ff(snaps: list[Snap], d: int) -> FF:
     """One FF layer (η = 1) holding ``snaps`` side by side."""
-    e1 = tuple(ONE if i == 0 else ZERO for i in range(d))
+    e1 = unit(d, 0)
     U, b, cols = [], [], []
     for snap in snaps:
         for p, v in zip(snap.breakpoints, snap.slopes(e1)):
@@ -78,7 +78,7 @@ def snap_phase(dataset: Dataset, seqs: list[list[Vec]], leaders: list[Leader], f
     """Returns (blocks, claims, tokens after the phase, r). ``seqs`` are the
     hardmax collapse outputs code·e1; softmax leaves each within r of them."""
     d = dataset.d
-    e1 = tuple(ONE if i == 0 else ZERO for i in range(d))
+    e1 = unit(d, 0)
     r, reach = radii([l.code for l in leaders])
     position = {p.index: j for j, p in enumerate(dataset.pairs)}
     snaps = []

@@ -96,6 +96,11 @@ def scale(c: fmpq, a: Vec) -> Vec:
     return tuple(c * x for x in a)
 
 
+def unit(d: int, k: int) -> Vec:
+    """e_k in R^d (0-based k)."""
+    return tuple(fmpq(1 if i == k else 0) for i in range(d))
+
+
 def zero(d: int) -> Vec:
     return tuple(fmpq(0) for _ in range(d))
 

@@ -20,7 +20,7 @@ from tfcert.errors import InputError
 from tfcert.verify.claims import Context, block_of, stated, token_ref
 from tfcert.verify.enclose import coordinate_range, is_point
 from tfcert.verify.formats import FF, array, integer, number, vector
-from tfcert.verify.numbers import Vec
+from tfcert.verify.numbers import Vec, unit
 from tfcert.verify.regions import counterexample, hidden, q, zero_outside
 
 KIND = "snap"
@@ -74,7 +74,7 @@ def plateau_counterexample(ff: FF, claim: Claim) -> str | None:
 def check(claim: Claim, ctx: Context, step) -> list[str]:
     ff = ctx.model.blocks[claim.block].ff
     k = claim.coordinate
-    axis = tuple(fmpq(1 if i == k else 0) for i in range(ctx.model.d))
+    axis = unit(ctx.model.d, k)
     if any(ff.U[j] != axis for j in claim.units):
         return [f"the group's U rows are not e_{k + 1}: not a snap on coordinate {k + 1}"]
     if not 0 < claim.radius < claim.reach:
