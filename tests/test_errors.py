@@ -267,24 +267,15 @@ def test_corrupted_dataset_construct(data, bundle_values, tmp_path_factory, caps
     construct_fails(ds, tmp, capsys)
 
 
+@pytest.mark.parametrize("which", ["dataset", "model"])
 @FAST
 @given(data=st.data(), command=st.sampled_from(["verify", "audit"]))
-def test_corrupted_dataset_verify_audit(data, command, bundle_values, tmp_path_factory, capsys):
-    text, what = data.draw(corruptions(bundle_values, "dataset"))
-    paths = write_bundle(tmp_path_factory.mktemp("c"), bundle_values, dataset=text)
+def test_corrupted_input_verify_audit(which, data, command, bundle_values, tmp_path_factory, capsys):
+    text, what = data.draw(corruptions(bundle_values, which))
+    paths = write_bundle(tmp_path_factory.mktemp("c"), bundle_values, **{which: text})
     argv = verify_argv(paths) if command == "verify" else audit_argv(paths)
     rc, out, err = run(argv, capsys)
-    assert_input_error(rc, out, err, paths["dataset"])
-
-
-@FAST
-@given(data=st.data(), command=st.sampled_from(["verify", "audit"]))
-def test_corrupted_model(data, command, bundle_values, tmp_path_factory, capsys):
-    text, what = data.draw(corruptions(bundle_values, "model"))
-    paths = write_bundle(tmp_path_factory.mktemp("c"), bundle_values, model=text)
-    argv = verify_argv(paths) if command == "verify" else audit_argv(paths)
-    rc, out, err = run(argv, capsys)
-    assert_input_error(rc, out, err, paths["model"])
+    assert_input_error(rc, out, err, paths[which])
 
 
 @FAST
