@@ -14,11 +14,12 @@ from typing import Callable
 
 from tfcert.errors import InputError
 from tfcert.verify.claims import Context, argmax, clusters, exact, hat, separation, size, snap, tau_star, uniform
+from tfcert.verify.claims import float as float_claim
 from tfcert.verify.evaluate import Replay, Step
 from tfcert.verify.formats import (CERTIFICATE_FORMAT, Document, array, check_format, integer, load_document, obj,
                                    read_dataset, read_model)
 
-KINDS = {m.KIND: m for m in (uniform, separation, hat, argmax, clusters, exact, size, snap, tau_star)}
+KINDS = {m.KIND: m for m in (uniform, separation, hat, argmax, clusters, exact, size, snap, tau_star, float_claim)}
 
 
 @dataclass(frozen=True)
@@ -141,16 +142,26 @@ def replay_claims(ctx: Context, claims: list[_Parsed], progress=None) -> list[Re
             at[(c.block, c.module.LAYER)].append(c)
     ends = [c for c in claims if c.module.LAYER == "end"]
     below = any(c.module is tau_star for c in claims)
-    replay = Replay(ctx.model, [p.input for p in ctx.dataset.pairs], below=below)
+    inputs = [p.input for p in ctx.dataset.pairs]
+    traces = {id(c): float_claim.Analysis(ctx.model, inputs, c.claim.format)
+              for c in claims if c.module.LAYER == "trace"}
+    replay = Replay(ctx.model, inputs, below=below)
     n_blocks = len(ctx.model.blocks)
     try:
         for step in replay.steps():
             done.update((id(c), run(c, step)) for c in at.get((step.block, step.layer), ()))
+            for analysis in traces.values():
+                analysis.step(step)
             if progress and step.layer == "sa":
                 progress(step.block + 1, n_blocks)
         final = replay.sequences()
         end_step = Step(n_blocks, "end", final, final, exact=replay.points)
         done.update((id(c), run(c, end_step)) for c in ends)
+        for c in claims:
+            if id(c) in traces:
+                traces[id(c)].finish()
+                done[id(c)] = Result(c.phase, c.module.KIND, c.block, c.where,
+                                     tuple(c.module.check(c.claim, ctx, traces[id(c)])))
     except ArithmeticError as exc:  # the replay's enclosures left the representable range
         stopped = (f"not checked: the replay stopped: {exc}",)
         done.update((id(c), Result(c.phase, c.module.KIND, c.block, c.where, stopped))

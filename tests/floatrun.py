@@ -1,0 +1,94 @@
+"""A float forward pass of a model in numpy, the way a framework runs it,
+in a chosen evaluation order — the observed side of the float claim.
+
+Parameters and inputs are rounded to the dtype exactly (round to nearest
+from the rational, never through float64 for float32). ``order``: "numpy"
+(matmul and numpy's reductions), "forward" or "reverse" (every sum and dot
+product accumulated one term at a time, first to last or last to first).
+"""
+from __future__ import annotations
+
+from fractions import Fraction
+
+import numpy as np
+
+from tfcert.verify.floats import FORMATS, round_nearest
+from tfcert.verify.formats import LowRank, Model
+
+DTYPES = {"binary64": np.float64, "binary32": np.float32}
+
+
+def rounded(q, fmt: str):
+    r = round_nearest(q, FORMATS[fmt])
+    return DTYPES[fmt](Fraction(int(r.p), int(r.q)))
+
+
+def array(rows, fmt: str, shape=None) -> np.ndarray:
+    out = np.array([[rounded(v, fmt) for v in r] for r in rows], dtype=DTYPES[fmt])
+    return out.reshape(shape) if shape is not None else out
+
+
+def vector(values, fmt: str) -> np.ndarray:
+    return np.array([rounded(v, fmt) for v in values], dtype=DTYPES[fmt])
+
+
+def dense(m: LowRank, d: int, fmt: str) -> np.ndarray:
+    t = DTYPES[fmt]
+    out = rounded(m.scale, fmt) * np.eye(d, dtype=t)
+    for u, v in m.terms:
+        out = out + np.outer(vector(u, fmt), vector(v, fmt)).astype(t)
+    return out.astype(t)
+
+
+def matmul(a: np.ndarray, b: np.ndarray, order: str) -> np.ndarray:
+    """a @ b with the reduction in the given order."""
+    if order == "numpy":
+        return a @ b
+    acc = np.zeros((a.shape[0], b.shape[1]), dtype=a.dtype)
+    steps = range(a.shape[1]) if order == "forward" else reversed(range(a.shape[1]))
+    for k in steps:
+        acc = acc + np.multiply.outer(a[:, k], b[k, :]).astype(a.dtype)
+    return acc
+
+
+def forward(model: Model, sequences, fmt: str, order: str = "numpy") -> list[np.ndarray]:
+    t = DTYPES[fmt]
+    d = model.d
+    xs = [array(seq, fmt, (len(seq), d)) for seq in sequences]
+    tau = rounded(model.temperature, fmt) if model.temperature is not None else None
+    for block in model.blocks:
+        ff, sa = block.ff, block.sa
+        U = array(ff.U, fmt, (len(ff.U), d))
+        b = vector(ff.b, fmt)
+        W = array(ff.W, fmt, (d, len(ff.U)))
+        eta = rounded(ff.eta, fmt)
+        A, V = dense(sa.A, d, fmt), dense(sa.V, d, fmt)
+        rho = rounded(sa.rho, fmt)
+        out = []
+        for X in xs:
+            pre = matmul(np.hstack([X, np.ones((len(X), 1), dtype=t)]), np.vstack([U.T, b[None, :]]), order)
+            hidden = np.maximum(pre, t(0))
+            X = matmul(np.hstack([X * eta, hidden]), np.vstack([np.eye(d, dtype=t), W.T]), order)
+            S = matmul(matmul(X, A.T, order), X.T, order)
+            if model.attention == "hardmax":
+                P = (S == S.max(axis=1, keepdims=True)).astype(t)
+                P = P / P.sum(axis=1, keepdims=True)
+            else:
+                Z = np.exp(S / tau - (S / tau).max(axis=1, keepdims=True))
+                P = Z / Z.sum(axis=1, keepdims=True)
+            mean = matmul(P.astype(t), X, order)
+            out.append((X * rho + matmul(mean, V.T, order)).astype(t))
+        xs = out
+    return xs
+
+
+def deviation(model: Model, sequences, exact, fmt: str, order: str = "numpy") -> float:
+    """max |float − exact| over every coordinate of every final token (inf on NaN)."""
+    worst = 0.0
+    for got, want in zip(forward(model, sequences, fmt, order), exact):
+        for row, token in zip(got, want):
+            for g, w in zip(row, token):
+                if not np.isfinite(g):
+                    return float("inf")
+                worst = max(worst, float(abs(Fraction(float(g)) - Fraction(int(w.p), int(w.q)))))
+    return worst

@@ -1,0 +1,480 @@
+"""float: the model, run in an IEEE binary format, stays within ``bound`` of
+its exact outputs.
+
+The float run this speaks about: every parameter and input coordinate is
+rounded to the nearest number of the format (ties to even); every layer is
+evaluated by its formula with round-to-nearest arithmetic, each sum and dot
+product in *any* order, with or without fused multiply-add:
+
+* FF: η x + W relu(U x + b);
+* scores ⟨A x_i, x_l⟩ from the rounded scale, u_k, v_k — as a dense
+  A = scale·I + Σ u_k v_kᵀ and a bilinear form, or in the low-rank form;
+* hardmax: the argmax set by exact comparison of the float scores, its
+  tokens averaged (a single argmax is copied exactly);
+* softmax: exp(s/τ − max) / Σ exp(…), exp with relative error at most
+  ``EXP_ULPS`` ulps, normalizing before or after the weighted sum;
+* SA output ρ x_i + V m_i, V as dense or low-rank.
+
+Claim: every coordinate of every final token of the float run is within
+``bound`` of the exact final token, so each output set lies within ``bound``
+(max-norm Hausdorff) of its target set when the ``exact`` claim holds.
+
+Proof (checked here, never by running floats): forward error analysis in
+the standard model (verify/floats.py) with exact rational bounds, token by
+token, beside the exact replay. A token carries a bound e on |x̂ − x| per
+coordinate. In an FF layer each unit is *off* (pre-activation ≤ −its error
+bound: its relu is exactly 0 in both runs), *on* (≥ +error: linear in both)
+or *uncertain* (relu is 1-Lipschitz); the on units form an affine map
+M = ηI + Σ_on W_k U_kᵀ through which the incoming error passes as |M|·e —
+so a hat whose units are all on, and cancel, adds only rounding error.
+Tokens outside every unit group's reach (found by binary search on sorted
+projections) are provably untouched: all units off and η = 1 give x̂ back
+exactly. Hardmax attention must keep its argmax: a unique argmax with gap
+> 2 × the score error bound, or an exact tie of literal zeros (A = 0).
+Overflow is proven absent: every magnitude bound stays below the largest
+finite number.
+"""
+from __future__ import annotations
+
+from bisect import bisect_right
+from dataclasses import dataclass
+from functools import cached_property
+
+from flint import arb, ctx, fmpq
+
+from tfcert.errors import InputError
+from tfcert.verify.claims import Context
+from tfcert.verify.enclose import PREC, Path, bounds, coordinate_range, is_point, projection_range
+from tfcert.verify.floats import FORMATS, Format, round_nearest, up
+from tfcert.verify.formats import FF, SA, LowRank, Model, number
+from tfcert.verify.numbers import Vec, dot
+
+KIND = "float"
+LAYER = "trace"
+ENCLOSURES = True
+EXP_ULPS = 2  # documented accuracy of exp: relative error ≤ 2 ulps = 4u
+ZERO = fmpq(0)
+
+
+@dataclass(frozen=True)
+class Claim:
+    format: Format
+    bound: fmpq
+
+
+def parse(raw: dict, where: str, context: Context) -> Claim:
+    name = raw.get("format")
+    if name not in FORMATS:
+        raise InputError(f"{where}.format: expected one of {sorted(FORMATS)}, got {name!r}")
+    bound = number(raw.get("bound"), f"{where}.bound")
+    if bound < 0:
+        raise InputError(f"{where}.bound: must be ≥ 0")
+    return Claim(FORMATS[name], bound)
+
+
+# ---------------------------------------------------------------- small vector bounds
+
+def absdot(a, b) -> fmpq:
+    """Σ |a_j|·|b_j| (b already non-negative)."""
+    total = ZERO
+    for x, y in zip(a, b):
+        if x != 0 and y != 0:
+            total += abs(x) * y
+    return total
+
+
+def nonzero(v) -> int:
+    return sum(1 for x in v if x != 0)
+
+
+class Rounded:
+    """One parameter tuple and its rounding to the format: ``hat`` the
+    rounded values, ``delta`` |rounded − exact|."""
+
+    def __init__(self, values, fmt: Format):
+        self.exact = tuple(values)
+        self.hat = tuple(round_nearest(v, fmt) for v in self.exact)
+        self.delta = tuple(abs(h - v) for h, v in zip(self.hat, self.exact))
+
+
+@dataclass(frozen=True)
+class Matrix:
+    """scale·I + Σ u vᵀ with its rounded parts, for bilinear bounds."""
+    scale: Rounded
+    terms: tuple[tuple[Rounded, Rounded], ...]
+
+    @property
+    def literal_zero(self) -> bool:
+        """Zero as stored, so the float run computes exact zeros too."""
+        return self.scale.exact[0] == 0 and all(not any(u.exact) or not any(v.exact) for u, v in self.terms)
+
+    def apply_abs(self, a, which: str = "exact") -> list:
+        """|M|·a for a ≥ 0, with the exact or the rounded parameters."""
+        s = abs(getattr(self.scale, which)[0])
+        out = [s * x for x in a]
+        for u, v in self.terms:
+            c = absdot(getattr(v, which), a)
+            if c:
+                out = [o + abs(ui) * c for o, ui in zip(out, getattr(u, which))]
+        return out
+
+    def apply_delta(self, a) -> list:
+        """A bound on |(M̂ − M)|·a."""
+        out = [self.scale.delta[0] * x for x in a]
+        for u, v in self.terms:
+            c1, c2 = absdot(v.hat, a), absdot(v.delta, a)
+            out = [o + ud * c1 + abs(ue) * c2 for o, ud, ue in zip(out, u.delta, u.exact)]
+        return out
+
+    def bilinear(self, a, b, which: str = "exact") -> fmpq:
+        """B(a, b) = |scale|·a·b + Σ (|v|·a)(|u|·b): bounds |⟨M x, y⟩| for |x| ≤ a, |y| ≤ b."""
+        total = abs(getattr(self.scale, which)[0]) * sum((x * y for x, y in zip(a, b)), ZERO)
+        for u, v in self.terms:
+            total += absdot(getattr(v, which), a) * absdot(getattr(u, which), b)
+        return total
+
+    def bilinear_delta(self, a, b) -> fmpq:
+        total = self.scale.delta[0] * sum((x * y for x, y in zip(a, b)), ZERO)
+        for u, v in self.terms:
+            total += absdot(v.delta, a) * absdot(u.hat, b) + absdot(v.exact, a) * absdot(u.delta, b)
+        return total
+
+
+def matrix(m: LowRank, fmt: Format) -> Matrix:
+    return Matrix(Rounded((m.scale,), fmt), tuple((Rounded(u, fmt), Rounded(v, fmt)) for u, v in m.terms))
+
+
+class Failed(Exception):
+    """No bound can be given from this layer on; the message says why."""
+
+
+# ---------------------------------------------------------------- the analysis
+
+class Analysis:
+    """Forward error bounds of the float run, fed the exact replay one step
+    at a time. ``failure`` is set at the first layer where no bound can be
+    given; ``bound`` is the final max error otherwise."""
+
+    def __init__(self, model: Model, sequences, fmt: Format):
+        self.model, self.fmt, self.d = model, fmt, model.d
+        self.offsets, flat = [], []
+        for seq in sequences:
+            self.offsets.append(len(flat))
+            flat.extend(seq)
+        self.failure: str | None = None
+        self.bound: fmpq | None = None
+        self._blocks: dict[tuple[int, str], object] = {}
+        try:
+            self.err = [self._input_error(x) for x in flat]
+        except OverflowError as exc:
+            self.failure = f"the input does not fit {fmt.name}: {exc}"
+            self.err = []
+        self._refresh(flat)
+
+    # ---- helpers
+
+    def _input_error(self, x: Vec) -> tuple:
+        return tuple(abs(round_nearest(v, self.fmt) - v) for v in x)
+
+    def _mag(self, x, e) -> list:
+        """Per coordinate: a bound on |x̂| (and on |x| over the enclosure)."""
+        return [up(max(abs(lo), abs(hi))) + ei for (lo, hi), ei in
+                ((coordinate_range(x, j), e[j]) for j in range(self.d))]
+
+    def _refresh(self, flat) -> None:
+        """Global per-coordinate maxima of |x̂| and of the errors."""
+        self.X = [ZERO] * self.d
+        self.E = [ZERO] * self.d
+        for x, e in zip(flat, self.err):
+            self._widen(x, e)
+
+    def _widen(self, x, e) -> None:
+        for j, (m, ej) in enumerate(zip(self._mag(x, e), e)):
+            if m > self.X[j]:
+                self.X[j] = m
+            if ej > self.E[j]:
+                self.E[j] = ej
+
+    def _check_range(self, value: fmpq, what: str) -> None:
+        if value * (1 + self.fmt.unit) >= self.fmt.largest:
+            raise Failed(f"{what} may overflow {self.fmt.name} (magnitude bound {float(value):.3g})")
+
+    def _rounded(self, k: int, layer: str):
+        key = (k, layer)
+        if key not in self._blocks:
+            block = self.model.blocks[k]
+            if layer == "ff":
+                ff = block.ff
+                self._blocks[key] = (Rounded((ff.eta,), self.fmt), tuple(Rounded(r, self.fmt) for r in ff.U),
+                                     Rounded(ff.b, self.fmt), tuple(Rounded(r, self.fmt) for r in ff.W))
+            else:
+                sa = block.sa
+                self._blocks[key] = (Rounded((sa.rho,), self.fmt), matrix(sa.A, self.fmt), matrix(sa.V, self.fmt))
+        return self._blocks[key]
+
+    # ---- driver
+
+    def step(self, step) -> None:
+        if self.failure is not None or step.layer == "end":
+            return
+        flat_before = [x for seq in step.before for x in seq]
+        flat_after = [x for seq in step.after for x in seq]
+        where = f"block {step.block} {step.layer.upper()}"
+        try:
+            with ctx.workprec(PREC):
+                if step.layer == "ff":
+                    self._ff(step, flat_before, flat_after, where)
+                else:
+                    self._sa(step, flat_before, flat_after, where)
+        except (Failed, OverflowError) as exc:
+            self.failure = f"{where}: {exc}"
+        except ArithmeticError as exc:
+            self.failure = f"{where}: not checked: {exc}"
+
+    def finish(self) -> None:
+        if self.failure is None:
+            self.bound = max((max(e, default=ZERO) for e in self.err), default=ZERO)
+
+    # ---- feed-forward
+
+    def _ff(self, step, before, after, where: str) -> None:
+        eta, U, b, W = self._rounded(step.block, "ff")
+        fmt = self.fmt
+        unit_err = []  # global δz per unit: bounds every token's pre-activation error
+        for k, (row, bk) in enumerate(zip(U, b.hat)):
+            c = nonzero(row.hat) + (bk != 0)
+            scaled = absdot(row.hat, self.X) + abs(bk)
+            self._check_range(scaled, f"unit {k}'s pre-activation")
+            unit_err.append(absdot(row.delta, self.X) + absdot(row.exact, self.E) + b.delta[k]
+                            + fmt.gamma(max(c, 1)) * scaled + c * fmt.tiny)
+        todo = self._ff_reach(step, before, U, b, W, eta, unit_err)
+        for g in todo:
+            self.err[g] = self._ff_token(before[g], self.err[g], eta, U, b, W, where)
+        if len(todo) == len(before):
+            self._refresh(after)
+        else:
+            for g in todo:
+                self._widen(after[g], self.err[g])
+
+    def _ff_reach(self, step, before, U, b, W, eta, unit_err) -> list[int]:
+        """Tokens that some unit may reach: every other token has all its
+        units off (pre-activation ≤ −δz) and η = 1, so x̂ passes unchanged."""
+        everyone = list(range(len(before)))
+        if eta.exact[0] != 1 or eta.hat[0] != 1 or not step.exact:
+            return everyone
+        groups: dict[Vec, fmpq] = {}
+        for k, row in enumerate(U):
+            if not any(w.exact[k] or w.hat[k] for w in W):
+                continue  # a unit that writes nothing: 0·relu(finite) = 0 exactly
+            if not any(row.exact):
+                if b.exact[k] > -unit_err[k]:
+                    return everyone  # a constant unit that may be on: it shifts every token
+                continue
+            threshold = -b.exact[k] - unit_err[k]
+            groups[row.exact] = min(groups.get(row.exact, threshold), threshold)
+        todo: set[int] = set()
+        for row, threshold in groups.items():
+            keys, ids = step.projections(row)
+            todo.update(ids[bisect_right(keys, threshold):])
+        return sorted(todo)
+
+    def _ff_token(self, x, e, eta, U, b, W, where: str) -> tuple:
+        fmt, d = self.fmt, self.d
+        mag = self._mag(x, e)
+        status, dz, rho, smag = [], [], [], []
+        for k, row in enumerate(U):
+            lo, hi = projection_range(x, row.exact, None)
+            lo, hi = lo + b.exact[k], hi + b.exact[k]
+            c = nonzero(row.hat) + (b.hat[k] != 0)
+            scaled = absdot(row.hat, mag) + abs(b.hat[k])
+            rounding = absdot(row.delta, mag) + b.delta[k] + fmt.gamma(max(c, 1)) * scaled + c * fmt.tiny
+            err = up(absdot(row.exact, e) + rounding)
+            if hi + err <= 0:
+                status.append("off")
+                smag.append(ZERO)
+            else:
+                status.append("on" if lo - err >= 0 else "uncertain")
+                smag.append(up(max(abs(lo), abs(hi))) + err)
+            dz.append(err)
+            rho.append(up(rounding))
+        out = []
+        for i in range(d):
+            row_m = [eta.exact[0] if j == i else ZERO for j in range(d)]
+            total = abs(eta.delta[0]) * mag[i]
+            terms = abs(eta.hat[0]) * mag[i]
+            count = int(eta.hat[0] != 0)
+            for k, st in enumerate(status):
+                if st == "off":
+                    continue
+                w, wd, wh = W[i].exact[k], W[i].delta[k], W[i].hat[k]
+                if st == "on":
+                    if w:
+                        row_m = [m + w * u for m, u in zip(row_m, U[k].exact)]
+                        total += abs(w) * rho[k]
+                else:
+                    total += abs(w) * dz[k]
+                total += wd * smag[k]
+                terms += abs(wh) * smag[k]
+                count += wh != 0
+            self._check_range(terms, f"coordinate {i + 1} of the FF output")
+            total += absdot(row_m, e) + fmt.gamma(max(count, 1)) * terms + count * fmt.tiny
+            out.append(up(total))
+        return tuple(out)
+
+    # ---- attention
+
+    def _sa(self, step, before, after, where: str) -> None:
+        rho, A, V = self._rounded(step.block, "sa")
+        if rho.exact[0] == 1 and rho.hat[0] == 1 and V.literal_zero:
+            if not A.literal_zero:
+                self._check_range(A.bilinear(self.X, self.X, "hat"), "an attention score")
+            return  # x̂ + 0·(finite) = x̂ exactly
+        softmax = self.model.attention == "softmax"
+        new = []
+        for j, seq in enumerate(step.before):
+            o = self.offsets[j]
+            errs = self.err[o:o + len(seq)]
+            mags = [self._mag(x, e) for x, e in zip(seq, errs)]
+            if A.literal_zero and not softmax:
+                means = [self._uniform(mags, errs)] * len(seq)
+            elif softmax:
+                means = self._softmax(seq, mags, errs, A, step.after[j], rho, V)
+            else:
+                means = self._hardmax(step.attention[j], seq, mags, errs, A, j)
+            for i, e in enumerate(errs):
+                new.append(self._sa_out(mags[i], e, means[i], rho, V))
+        self.err = new
+        self._refresh(after)
+
+    def _uniform(self, mags, errs) -> tuple:
+        n = len(mags)
+        e = [sum((err[c] for err in errs), ZERO) / n for c in range(self.d)]
+        m = [sum((mg[c] for mg in mags), ZERO) / n for c in range(self.d)]
+        g = self.fmt.gamma(n + 1)
+        return [up(ec + g * mc + self.fmt.tiny) for ec, mc in zip(e, m)], m
+
+    def _score_error(self, A: Matrix, mi, ei, xi_abs, M, E) -> fmpq:
+        """A bound on |ŝ_il − s_il| for every l of the sequence (M, E its maxima)."""
+        d, r = self.d, len(A.terms)
+        return (A.bilinear(ei, M) + A.bilinear(xi_abs, E) + A.bilinear_delta(mi, M)
+                + self.fmt.gamma(2 * d + r + 2) * A.bilinear(mi, M, "hat") + (d * d + d + r * (2 * d + 1)) * self.fmt.tiny)
+
+    def _seq_max(self, vectors) -> list:
+        return [max(v[c] for v in vectors) for c in range(self.d)]
+
+    def _hardmax(self, attention, seq, mags, errs, A: Matrix, j: int) -> list:
+        if attention is None:
+            raise Failed("the attention was not recorded by the replay")
+        M, E = self._seq_max(mags), self._seq_max(errs)
+        out = []
+        for i, (att, x, e) in enumerate(zip(attention, seq, errs)):
+            ref = f"token [{j}, {i}]"
+            if len(att.argmax) > 1:
+                raise Failed(f"{ref}: tied argmax {list(att.argmax)}; the float run may break the tie")
+            delta = up(self._score_error(A, mags[i], e, [abs(v) for v in x], M, E))
+            self._check_range(A.bilinear(mags[i], M, "hat"), "an attention score")
+            if att.gap is not None and not att.gap > 2 * delta:
+                raise Failed(f"{ref}: argmax gap {float(att.gap):.3g} ≤ 2 × score error {float(delta):.3g}")
+            a = att.argmax[0]
+            out.append((errs[a], mags[a]))  # one argmax: copied exactly
+        return out
+
+    def _softmax(self, seq, mags, errs, A: Matrix, after, rho, V: Matrix) -> list:
+        """Per token (error, magnitude) of the attention mean. Around the exact
+        mean: every weight within a factor e^{±2Δ} (Δ the error of the scaled
+        scores) up to rounding. With a unique exact argmax a, tighter: the
+        float mean lies near x_a — the other weights stay tiny in the float
+        run too — and that is used when the replay's enclosure of the output
+        contains ρx_i + V x_a, so the float token lies near a point of it."""
+        if not all(is_point(x) for x in seq):
+            raise Failed("softmax attention over enclosures (a second scored layer) is not analysed")
+        fmt, n, d = self.fmt, len(seq), self.d
+        tau = self.model.temperature
+        tau_hat = round_nearest(tau, fmt)
+        inv_err = abs(1 / tau_hat - 1 / tau)
+        M, E = self._seq_max(mags), self._seq_max(errs)
+        g = fmt.gamma(n + 2)
+        ulp4 = 2 * EXP_ULPS * fmt.unit
+        norm = (1 + fmt.unit) / ((1 - ulp4) * (1 - g))
+        floor = 2 * (n + 1) * fmt.tiny
+        out = []
+        for i, (x, e) in enumerate(zip(seq, errs)):
+            s = [ZERO] * n if A.literal_zero else [dot(_apply(A, x), y) for y in seq]
+            ds = ZERO if A.literal_zero else up(self._score_error(A, mags[i], e, [abs(v) for v in x], M, E))
+            smax = max(s)
+            big = max(abs(v) for v in s)
+            self._check_range((big + ds) / tau_hat, "a scaled attention score")
+            err_t = up(ds / tau_hat + big * inv_err + 2 * fmt.unit * (big + ds) / tau_hat + fmt.tiny)
+            delta = up(2 * err_t + fmt.unit * (max((smax - v) / tau for v in s) + 2 * err_t))
+            with ctx.workprec(PREC):
+                kappa = bounds((2 * arb(delta)).exp() * arb(norm * (1 + ulp4)) - 1)[1]
+                w = [min(fmpq(1), bounds(arb((v - smax) / tau).exp())[1]) for v in s]
+                w_hat = [((1 + ulp4) * bounds(arb((v - smax) / tau + delta).exp())[1] + fmt.tiny) * norm for v in s]
+            em = [up(sum(((kappa * wl + floor) * mg[c] + wl * er[c] + g * ((1 + kappa) * wl + floor) * mg[c]
+                          for wl, mg, er in zip(w, mags, errs)), ZERO) + n * fmt.tiny) for c in range(d)]
+            mm = [up(sum((((1 + kappa) * wl + floor) * mg[c] for wl, mg in zip(w, mags)), ZERO)) for c in range(d)]
+            top = [l for l, v in enumerate(s) if v == smax]
+            if len(top) == 1 and _contains(after[i], _sa_point(rho, V, x, seq[top[0]])):
+                a = top[0]
+                for c in range(d):
+                    spread = sum((wh * ((1 + g) * mg[c] + mags[a][c]) for l, (wh, mg) in enumerate(zip(w_hat, mags))
+                                  if l != a), ZERO)
+                    em[c] = min(em[c], up(errs[a][c] + 2 * g * mags[a][c] + spread + n * fmt.tiny))
+                    mm[c] = min(mm[c], up((1 + g) * mags[a][c] + spread))
+            out.append((em, mm))
+        return out
+
+    def _sa_out(self, mag, e, mean, rho, V: Matrix) -> tuple:
+        em, mm = mean
+        fmt = self.fmt
+        applied = V.apply_abs(em)
+        dv = V.apply_delta(mm)
+        hat = V.apply_abs(mm, "hat")
+        depth = self.d + len(V.terms) + 3
+        out = []
+        for c in range(self.d):
+            terms = abs(rho.hat[0]) * mag[c] + hat[c]
+            self._check_range(terms, f"coordinate {c + 1} of the attention output")
+            out.append(up(abs(rho.exact[0]) * e[c] + rho.delta[0] * mag[c] + applied[c] + dv[c]
+                          + fmt.gamma(depth) * terms + (self.d + 2 * len(V.terms) + 2) * fmt.tiny))
+        return tuple(out)
+
+
+def _sa_point(rho, V: Matrix, x: Vec, xa: Vec) -> Vec:
+    """ρ x + V x_a, exactly."""
+    return tuple(rho.exact[0] * a + b for a, b in zip(x, _apply(V, xa)))
+
+
+def _contains(token, point: Vec) -> bool:
+    """Whether the replay's enclosure of a token contains the point."""
+    if is_point(token):
+        return token == point
+    if isinstance(token, Path):
+        for p, q in zip(token.vertices, token.vertices[1:]):
+            step = [b - a for a, b in zip(p, q)]
+            k = next(j for j, v in enumerate(step) if v != 0)
+            lam = (point[k] - p[k]) / step[k]
+            if 0 <= lam <= 1 and all(p[j] + lam * step[j] == point[j] for j in range(len(point))):
+                return True
+        return False
+    return all(lo <= v <= hi for v, (lo, hi) in
+               ((point[j], coordinate_range(token, j)) for j in range(len(point))))
+
+
+def _apply(A: Matrix, x: Vec) -> Vec:
+    """A x with the exact parameters."""
+    out = [A.scale.exact[0] * v for v in x]
+    for u, v in A.terms:
+        c = dot(v.exact, x)
+        if c:
+            out = [o + c * ui for o, ui in zip(out, u.exact)]
+    return tuple(out)
+
+
+def check(claim: Claim, context: Context, analysis: Analysis) -> list[str]:
+    """``analysis`` has seen every step of the replay (check.py runs it)."""
+    if analysis.failure is not None:
+        return [f"no {claim.format.name} bound: {analysis.failure}"]
+    if analysis.bound > claim.bound:
+        return [f"bound: stated {claim.bound}, the proven bound is {analysis.bound} ({float(analysis.bound):.3g})"]
+    return []

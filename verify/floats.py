@@ -1,0 +1,94 @@
+"""IEEE 754 binary formats: exact rounding of rationals to the nearest
+representable number, and the constants of the standard model of floating
+point arithmetic (Higham, *Accuracy and Stability of Numerical Algorithms*,
+2nd ed., §2.2 and Lemma 3.1):
+
+    fl(a op b) = (a op b)(1 + δ) + η,   |δ| ≤ u,  |η| ≤ tiny/2,  δη = 0,
+
+with u = 2^-p the unit roundoff and tiny the spacing of the subnormal
+numbers; additions and subtractions are exact when the result is subnormal
+(η = 0 for them). A sum of k products evaluated in any order, with or
+without fused multiply-add, then errs by at most γ_k = ku/(1 − ku) times the
+sum of the products' magnitudes, plus k·tiny/2 for underflow.
+
+Every bound here is an exact rational; ``up`` rounds a bound upward to a
+short dyadic so that bounds carried through thousands of layers stay small.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from flint import fmpq
+
+BOUND_BITS = 40  # significant bits kept by ``up``
+
+
+@dataclass(frozen=True)
+class Format:
+    """An IEEE 754 binary format: ``precision`` significand bits (the hidden
+    bit included), normal exponents ``emin`` … ``emax``."""
+    name: str
+    precision: int
+    emin: int
+    emax: int
+
+    @property
+    def unit(self) -> fmpq:
+        """u = 2^-p: round to nearest errs by at most u relative."""
+        return fmpq(1, 2 ** self.precision)
+
+    @property
+    def tiny(self) -> fmpq:
+        """The spacing of the subnormal numbers (the least positive number)."""
+        return fmpq(1, 2 ** (self.precision - 1 - self.emin))
+
+    @property
+    def largest(self) -> fmpq:
+        return fmpq(2 ** self.precision - 1) * fmpq(2) ** (self.emax - self.precision + 1)
+
+    def gamma(self, k: int) -> fmpq:
+        """γ_k = ku/(1 − ku): the relative error of k roundings in a row."""
+        ku = k * self.unit
+        if ku >= fmpq(1, 2):
+            raise ArithmeticError(f"{self.name}: {k} roundings in a row exceed the error model (ku ≥ 1/2)")
+        return ku / (1 - ku)
+
+
+FORMATS = {"binary64": Format("binary64", 53, -1022, 1023), "binary32": Format("binary32", 24, -126, 127)}
+
+
+def _floor_log2(num: int, den: int) -> int:
+    """⌊log2(num/den)⌋ for positive integers."""
+    e = num.bit_length() - den.bit_length()
+    if (num << max(-e, 0)) < (den << max(e, 0)):
+        e -= 1
+    return e
+
+
+def round_nearest(q: fmpq, fmt: Format) -> fmpq:
+    """The number of ``fmt`` nearest to q, ties to even. OverflowError when
+    it would be infinite (|q| at least the largest number plus half an ulp)."""
+    if q == 0:
+        return q
+    num, den = abs(int(q.p)), int(q.q)
+    e = max(_floor_log2(num, den), fmt.emin)
+    shift = fmt.precision - 1 - e  # q·2^shift has p significant bits (fewer if subnormal)
+    top, bottom = (num << shift, den) if shift >= 0 else (num, den << -shift)
+    m, rest = divmod(top, bottom)
+    if 2 * rest > bottom or (2 * rest == bottom and m % 2 == 1):
+        m += 1
+    value = fmpq(m) / fmpq(2) ** shift if shift >= 0 else fmpq(m * 2 ** -shift)
+    if value > fmt.largest:
+        raise OverflowError(f"{q} overflows {fmt.name}")
+    return value if q > 0 else -value
+
+
+def up(q: fmpq) -> fmpq:
+    """The least dyadic with at most BOUND_BITS significant bits that is ≥ q ≥ 0."""
+    if q <= 0:
+        return fmpq(0)
+    num, den = int(q.p), int(q.q)
+    shift = BOUND_BITS - 1 - _floor_log2(num, den)
+    top, bottom = (num << shift, den) if shift >= 0 else (num, den << -shift)
+    m = -(-top // bottom)
+    return fmpq(m) / fmpq(2) ** shift if shift >= 0 else fmpq(m * 2 ** -shift)
