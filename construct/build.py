@@ -1,19 +1,21 @@
 """The construction pipeline: bump → separation → leaders → collapse →
 interpolation, each phase contributing blocks and claims, assembled into a
-model and a certificate."""
+model and a certificate whose final phase also bounds the model's float runs."""
 from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass
 
 from tfcert.construct.collapse import collapse
-from tfcert.construct.interpolation import interpolation_phase
 from tfcert.construct.leaders import leader_phase
-from tfcert.construct.separation import Phase, bumps, separation
+from tfcert.construct.separation import Phase, bumps, offset, separation
 from tfcert.construct.snap import UNITS, snap_phase
 from tfcert.construct.temperature import tau_star_claim
 from tfcert.errors import InputError
+from tfcert.verify.claims.float import Analysis
 from tfcert.verify.claims.size import measure
+from tfcert.verify.evaluate import Replay
+from tfcert.verify.floats import FORMATS
 from tfcert.verify.formats import CERTIFICATE_FORMAT, Block, Dataset, Model, dumps, model_json
 
 THEOREM = {"hardmax": "1.6", "softmax": "1.8"}
@@ -28,40 +30,58 @@ class Construction:
 
 def construct(dataset: Dataset, attention: str = "hardmax", width: int = 4) -> Construction:
     """Build a transformer that maps each input set of ``dataset`` exactly onto
-    its output set. ``width`` bounds the FF width: ⌊width/3⌋ hats per layer,
-    and under softmax ⌊width/4⌋ snaps per interpolation layer."""
-    if width < 3:
-        raise InputError(f"--width: {width} is too small; a hat needs 3 units")
-    if attention == "softmax" and width < UNITS:
-        raise InputError(f"--width: {width} is too small; a softmax snap needs {UNITS} units")
-    per_layer = width // 3
+    its output set. ``width`` bounds the FF width: ⌊width/4⌋ leader hats or
+    snaps per layer (⌊width/3⌋ bump hats)."""
+    if width < UNITS:
+        raise InputError(f"width={width} is too small; a leader hat and a snap need {UNITS} units")
+    per_layer = width // UNITS
     d = dataset.d
-    bump, seqs = bumps(dataset, per_layer)
+    bump, seqs = bumps(dataset, width // 3)
     at = len(bump.blocks)
-    sep, seqs, w = separation(dataset, seqs, at)
+    sep, seqs = separation(dataset, seqs, at)
     at += 1
-    lead_blocks, lead_claims, leaders, seqs = leader_phase(dataset, seqs, w, at, per_layer)
+    kill = attention == "hardmax" and d >= 3
+    if kill and len(dataset.pairs) > 1:
+        off, seqs = offset(dataset, seqs, at)
+        at += 1
+    else:
+        off = Phase("offset", (at, at), (), ())
+    lead_blocks, lead_claims, leaders, seqs = leader_phase(dataset, seqs, at, per_layer, kill)
     last = at + len(lead_blocks) - 1
     before_collapse = seqs
     sa, collapse_claims, seqs = collapse(dataset, seqs, last)
     lead_blocks[-1] = Block(lead_blocks[-1].ff, sa)
     at += len(lead_blocks)
+    interp_blocks, interp_claims, seqs, radius = snap_phase(dataset, seqs, leaders, at, per_layer)
     temperature = None
     if attention == "softmax":
-        interp_blocks, interp_claims, seqs, radius = snap_phase(dataset, seqs, leaders, at, width // UNITS)
         temperature, claim = tau_star_claim(sa, before_collapse, dataset, radius, last)
         # under softmax the collapse leaves clusters of nearby, not equal, tokens
         collapse_claims = [c for c in collapse_claims if c["kind"] != "clusters"] + [claim]
-    else:
-        interp_blocks, interp_claims, seqs = interpolation_phase(dataset, seqs, leaders, at, per_layer)
     if any(set(s) != set(p.output) for s, p in zip(seqs, dataset.pairs)):
         raise AssertionError("construction does not interpolate")  # a bug, caught before any file is written
-    phases = (bump, sep,
+    phases = (bump, sep, off,
               Phase("leaders", (last + 1 - len(lead_blocks), last + 1), tuple(lead_blocks), tuple(lead_claims)),
               Phase("collapse", (last, last + 1), (), tuple(collapse_claims)),  # the SA of the last leader block
               Phase("interpolation", (at, at + len(interp_blocks)), tuple(interp_blocks), tuple(interp_claims)))
     blocks = tuple(b for p in phases for b in p.blocks)
     return Construction(Model(d, attention, blocks, temperature), phases, THEOREM[attention])
+
+
+def float_claims(model: Model, dataset: Dataset) -> list[dict]:
+    """A ``float`` claim for each format whose bound the analysis proves,
+    stated exactly as the verifier will recompute it (one replay for both)."""
+    inputs = [p.input for p in dataset.pairs]
+    analyses = [Analysis(model, inputs, fmt) for fmt in FORMATS.values()]
+    for step in Replay(model, inputs, below=model.attention == "softmax").steps():
+        for analysis in analyses:
+            analysis.step(step)
+    claims = []
+    for analysis in analyses:
+        analysis.finish()
+        if analysis.bound is not None:
+            claims.append({"kind": "float", "format": analysis.fmt.name, "bound": str(analysis.bound)})
+    return claims
 
 
 def certificate(construction: Construction, dataset: Dataset, model_bytes: bytes, dataset_bytes: bytes) -> dict:
@@ -70,7 +90,8 @@ def certificate(construction: Construction, dataset: Dataset, model_bytes: bytes
     phases = [{"name": p.name, "blocks": list(p.span), "claims": list(p.claims)} for p in construction.phases]
     phases.append({"name": "final", "blocks": [0, len(model.blocks)],
                    "claims": [{"kind": "exact"},
-                              {"kind": "size", **measure(model, dataset, construction.theorem)}]})
+                              {"kind": "size", **measure(model, dataset, construction.theorem)},
+                              *float_claims(model, dataset)]})
     top = {"format": CERTIFICATE_FORMAT,
            "model_sha256": hashlib.sha256(model_bytes).hexdigest(),
            "dataset_sha256": hashlib.sha256(dataset_bytes).hexdigest(),

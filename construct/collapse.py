@@ -1,12 +1,21 @@
-"""Phase 3, collapse: the SA of the last leader block, with A = I, ρ = 0 and
-V = e1 e2ᵀ. Leaders on the circle of radius R ≥ 4 attend to themselves;
-every non-leader (within 1/8 of e1) attends to its sequence's P leader
-(scores ≥ 0.75R, versus < 0 for the other leaders and < 1.27 for
-non-leaders). Each token becomes exactly code·e1."""
+"""Phase 3, collapse: the SA of the last leader block, with ρ = 0,
+A = the identity on the circle's plane (coordinates up and side) and
+V = e_up e_sideᵀ: every token becomes (0, code, 0, …), the side value of the
+token it attends to — which the float run copies exactly too.
+
+Scores are ⟨x_i, x_l⟩ on that plane. A token that is not a leader sits at
+up = 1 (side = 0, or its small t when d = 2): its best score is with the
+sequence's P leader, whose angle is the smallest (R·cos θ, against ≤ 1.01
+for other non-leaders). A leader on the circle of radius R scores R² with
+itself and R²·cos(angle between) with the other leaders of its sequence —
+at least 0.4/m_max radians apart — so each leader attends to itself. The
+construction checks both, exactly, and the certificate states every
+token's argmax and gap."""
 from __future__ import annotations
 
 from flint import fmpq
 
+from tfcert.construct.leaders import UP, side
 from tfcert.verify.evaluate import apply_sa_hardmax, hardmax_attention
 from tfcert.verify.formats import SA, Dataset, LowRank
 from tfcert.verify.numbers import Vec, unit
@@ -15,9 +24,9 @@ ONE, ZERO = fmpq(1), fmpq(0)
 
 
 def collapse_sa(d: int) -> SA:
-    e1 = unit(d, 0)
-    e2 = unit(d, 1)
-    return SA(ZERO, LowRank(ONE), LowRank(ZERO, ((e1, e2),)))
+    up, sd = unit(d, UP), unit(d, side(d))
+    A = LowRank(ONE) if d == 2 else LowRank(ZERO, ((up, up), (sd, sd)))
+    return SA(ZERO, A, LowRank(ZERO, ((up, sd),)))
 
 
 def collapse(dataset: Dataset, seqs: list[list[Vec]], block: int) -> tuple[SA, list[dict], list[list[Vec]]]:

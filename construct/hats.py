@@ -1,7 +1,12 @@
-"""Feed-forward "hats": x ↦ x + δ·h(w·x) with
-h(t) = (σ(t−p+ε) − 2σ(t−p) + σ(t−p−ε))/ε, which is 1 at t = p and 0 outside
-(p−ε, p+ε). Three ReLU units per hat; several hats with disjoint windows can
-share one FF layer."""
+"""Feed-forward "hats": x ↦ x + δ·h(w·x), h zero outside a window around p.
+
+* ``flat = 0``: h(t) = (σ(t−p+ε) − 2σ(t−p) + σ(t−p−ε))/ε, three units, 1 at p.
+* ``flat > 0``: a trapezoid, four units with breakpoints p−f−ε, p−f, p+f,
+  p+f+ε: h = 1 on the whole plateau [p−f, p+f]. A float run whose projection
+  errs by less than f still moves the token by exactly δ's float — the
+  plateau absorbs the error instead of the slope 1/ε amplifying it.
+
+Several hats with disjoint windows can share one FF layer."""
 from __future__ import annotations
 
 from bisect import bisect_left, bisect_right, insort
@@ -24,19 +29,27 @@ class Hat:
     delta: Vec
     moves: tuple[tuple[int, int], ...]  # [sequence file index, token index]
     to: Vec
+    flat: fmpq = ZERO
 
     @property
     def window(self) -> tuple[fmpq, fmpq]:
-        return self.p - self.eps, self.p + self.eps
+        return self.p - self.flat - self.eps, self.p + self.flat + self.eps
+
+    def units(self) -> tuple[tuple[fmpq, fmpq], ...]:
+        """(breakpoint, weight) of each unit; h = Σ weight·σ(t − breakpoint)/ε."""
+        p, f, e = self.p, self.flat, self.eps
+        if f == 0:
+            return (p - e, ONE), (p, fmpq(-2)), (p + e, ONE)
+        return (p - f - e, ONE), (p - f, -ONE), (p + f, -ONE), (p + f + e, ONE)
 
 
 def hat_ff(hats: list[Hat], d: int) -> FF:
     """One FF layer (η = 1) holding ``hats`` side by side."""
     U, b, cols = [], [], []
     for hat in hats:
-        for offset, weight in ((hat.eps, ONE), (ZERO, fmpq(-2)), (-hat.eps, ONE)):
+        for breakpoint, weight in hat.units():
             U.append(hat.w)
-            b.append(offset - hat.p)
+            b.append(-breakpoint)
             cols.append(scale(weight / hat.eps, hat.delta))
     W = tuple(tuple(col[i] for col in cols) for i in range(d))
     return FF(ONE, tuple(U), tuple(b), W)
@@ -48,11 +61,15 @@ def identity_sa() -> SA:
 
 def hat_claims(hats: list[Hat], block: int, margins: list[fmpq | None]) -> list[dict]:
     """The certificate's claim for each hat of one FF layer."""
-    return [{"kind": "hat", "block": block, "units": [3 * k, 3 * k + 1, 3 * k + 2],
-             "window": [str(h.window[0]), str(h.window[1])],
-             "moves": [list(m) for m in h.moves], "to": [str(v) for v in h.to],
-             "margin": None if m is None else str(m)}
-            for k, (h, m) in enumerate(zip(hats, margins))]
+    claims, first = [], 0
+    for h, m in zip(hats, margins):
+        n = len(h.units())
+        claims.append({"kind": "hat", "block": block, "units": list(range(first, first + n)),
+                       "window": [str(h.window[0]), str(h.window[1])],
+                       "moves": [list(m) for m in h.moves], "to": [str(v) for v in h.to],
+                       "margin": None if m is None else str(m)})
+        first += n
+    return claims
 
 
 def margin(sorted_keys: list[fmpq], window: tuple[fmpq, fmpq]) -> fmpq | None:
@@ -64,23 +81,32 @@ def margin(sorted_keys: list[fmpq], window: tuple[fmpq, fmpq]) -> fmpq | None:
     return min(outside) if outside else None
 
 
+class Projections:
+    """Every token's projection on the hats' common direction, and the sorted
+    list of them, kept up to date as tokens move (to state margins)."""
+
+    def __init__(self, values: dict[tuple[int, int], fmpq]):
+        self.value = dict(values)
+        self.keys = sorted(self.value.values())
+
+    def move(self, ref: tuple[int, int], new: fmpq) -> None:
+        del self.keys[bisect_left(self.keys, self.value[ref])]
+        insort(self.keys, new)
+        self.value[ref] = new
+
+
 def hat_blocks(hats: list[Hat], per_layer: int, d: int, first_block: int,
-               projections: dict[tuple[int, int], fmpq]) -> tuple[list[Block], list[dict]]:
-    """Pack hats ``per_layer`` to an FF layer (identity attention), tracking
-    every token's projection on the hats' common direction (kept sorted) to
-    state margins."""
-    keys = sorted(projections.values())
+               index: Projections) -> tuple[list[Block], list[dict]]:
+    """Pack hats ``per_layer`` to an FF layer (identity attention), stating
+    each hat's margin from the projections before its layer."""
     blocks, claims = [], []
     for start in range(0, len(hats), per_layer):
         group = hats[start:start + per_layer]
-        claims += hat_claims(group, first_block + len(blocks), [margin(keys, h.window) for h in group])
+        claims += hat_claims(group, first_block + len(blocks), [margin(index.keys, h.window) for h in group])
         blocks.append(Block(hat_ff(group, d), identity_sa()))
         for h in group:
-            landed = dot(h.w, h.to)
             for ref in h.moves:
-                del keys[bisect_left(keys, projections[ref])]
-                insort(keys, landed)
-                projections[ref] = landed
+                index.move(ref, dot(h.w, h.to))
     return blocks, claims
 
 
@@ -99,6 +125,13 @@ def direction(values: list[Vec], d: int, attempt_start: int = 0) -> Vec:
         if len({dot(w, x) for x in values}) == len(values):
             return w
     raise RuntimeError("no separating direction found")  # measure-zero failure: a bug
+
+
+def dyadic_near(x: fmpq, step: fmpq) -> fmpq:
+    """The multiple of ``step`` (a power of two) nearest below-or-at x: a
+    breakpoint with few significant bits is exact in a float format, so its
+    rounding does not shift a window that the slopes then amplify."""
+    return fmpq(int((x / step).floor())) * step
 
 
 def min_gap(sorted_values: list[fmpq]) -> fmpq | None:

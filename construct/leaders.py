@@ -1,12 +1,30 @@
-"""Phase 2, leaders: m_j leaders per sequence, each moved by one hat to an
-exact rational point on the circle of radius R.
+"""Phase 2, leaders: m_j leaders per sequence, each moved by one flat-topped
+hat onto a circle of radius R, where the collapse tells them apart.
 
-Leader 0 of sequence j (the "region P" leader) goes to R·u(t_j) with
-u(t) = ((1−t²)/(1+t²), 2t/(1+t²), 0, …), t_j ∈ (0, 1/4); the other leaders go
-to R·v(t) = R·(−(1−t²)/(1+t²), 2t/(1+t²), 0, …), t ∈ (1/4, 3/4), all t
-distinct. A leader's code is its second coordinate R·2t/(1+t²); codes are
-distinct because 2t/(1+t²) increases on (0, 1). Leaders are the first m_j
-tokens of each input sequence, in file order.
+After the separation every token is (t, 1, 0, …). The circle lies in the
+plane of the "up" coordinate 2 (the anchor, 1 for every other token) and a
+"side" coordinate: 3 when d ≥ 3 — the leader keeps its t — and 1 when d = 2.
+A leader at angle θ sits at up = R cos θ, side = R sin θ, with
+(cos θ, sin θ) = ((1−τ²)/(1+τ²), 2τ/(1+τ²)) exact for rational τ; its code
+is the side value R sin θ, which the collapse copies.
+
+* The P leader of a sequence (its largest t) gets τ ∈ (1/16, 1/8), the
+  others τ ∈ (1/4, 1/2), interleaved across sequences so the leaders of one
+  sequence are far apart in angle. All angles lie in (0°, 54°): every code
+  is positive and distinct.
+* Placed leaders are *off* for every later hat, in exact and in float runs:
+  with the sequences in disjoint intervals (hardmax, d ≥ 3; see
+  separation.offset) a leader's hat also drops its t below every token and
+  the hats act on t alone — one coordinate, so a float run computes each
+  pre-activation exactly (Sterbenz); otherwise the hats act on g·x with
+  g = e_t − β·e_up, where an unplaced token projects to t − β and a placed
+  leader (up ≥ 0.6R) far below every later window.
+* Hats run in decreasing t: a window never has a placed leader on its right.
+  With disjoint intervals nothing else is either: a sequence's other tokens
+  are sent below every token (one ReLU unit) once its leaders are placed.
+* R is the least power of two that keeps codes ≥ 1 apart (the snaps'
+  plateaus), every code above every target's coordinate 2 plus 3/2, and the
+  collapse's margins (R ≥ 16·m_max² + 64).
 """
 from __future__ import annotations
 
@@ -15,80 +33,157 @@ from dataclasses import dataclass
 
 from flint import fmpq
 
-from tfcert.construct.hats import Hat, hat_blocks, min_gap
-from tfcert.verify.formats import Dataset
+from tfcert.construct.hats import Hat, Projections, dyadic_near, hat_blocks, identity_sa, min_gap
+from tfcert.verify.formats import FF, Block, Dataset
 from tfcert.verify.numbers import Vec, dot, sub
 
 ONE, ZERO = fmpq(1), fmpq(0)
+UP = 1  # the anchor coordinate: 1 for every token after the separation
+
+
+def side(d: int) -> int:
+    """The coordinate a leader's code is read from."""
+    return 2 if d >= 3 else 0
 
 
 @dataclass(frozen=True)
 class Leader:
     sequence: int  # file index
     token: int
-    point: Vec  # where the leader goes
+    output: int  # the index of its target in the pair's output list
+    point: Vec  # where it goes
 
-    @property
-    def code(self) -> fmpq:
-        return self.point[1]
-
-
-def circle(t: fmpq, radius: fmpq, d: int, second_orthant: bool) -> Vec:
-    x = (1 - t * t) / (1 + t * t)
-    y = 2 * t / (1 + t * t)
-    return (radius * (-x if second_orthant else x), radius * y) + tuple(ZERO for _ in range(d - 2))
+    def code(self, d: int) -> fmpq:
+        return self.point[side(d)]
 
 
-def placements(dataset: Dataset, radius: fmpq) -> list[Leader]:
+def circle_point(start: Vec, tau: fmpq, radius: fmpq) -> Vec:
+    """``start`` with its up and side coordinates moved to angle 2·atan(τ)."""
+    d = len(start)
+    point = list(start)
+    point[UP] = radius * (1 - tau * tau) / (1 + tau * tau)
+    point[side(d)] = radius * 2 * tau / (1 + tau * tau)
+    return tuple(point)
+
+
+def choose(dataset: Dataset, seqs: list[list[Vec]]) -> list[tuple[int, int, int, fmpq]]:
+    """(position, token, output, τ) for every leader: the m_j largest t of each
+    sequence, the largest the P leader."""
     n = len(dataset.pairs)
-    q_total = dataset.total_outputs - n
-    leaders, q = [], 0
-    for j, pair in enumerate(dataset.pairs):
-        leaders.append(Leader(pair.index, 0, circle(fmpq(j + 1, 4 * (n + 1)), radius, dataset.d, False)))
+    others = (max(len(p.output) for p in dataset.pairs) - 1) * n
+    out = []
+    for j, (pair, seq) in enumerate(zip(dataset.pairs, seqs)):
+        order = sorted(range(len(seq)), key=lambda i: seq[i][0], reverse=True)
+        out.append((j, order[0], 0, fmpq(1, 16) + fmpq(j + 1, 16 * (n + 1))))
         for r in range(1, len(pair.output)):
-            q += 1
-            t = fmpq(1, 4) + fmpq(q, 2 * (q_total + 1))
-            leaders.append(Leader(pair.index, r, circle(t, radius, dataset.d, True)))
-    return leaders
+            q = (r - 1) * n + j
+            out.append((j, order[r], r, fmpq(1, 4) + fmpq(q + 1, 4 * (others + 1))))
+    return out
 
 
-def choose_radius(dataset: Dataset, w: Vec, windows: list[tuple[fmpq, fmpq]]) -> fmpq:
-    """The least power of two R ≥ 4 such that every code exceeds max|y_1| + 1
-    (targets stay clear of interpolation windows) and every placed leader
-    projects outside every leader window (the windows are disjoint: one
-    binary search each)."""
-    reach = max(abs(y[0]) for p in dataset.pairs for y in p.output) + 1
-    windows = sorted(windows)
-    lows = [lo for lo, _ in windows]
-
-    def clear(t: fmpq) -> bool:
-        k = bisect_left(lows, t) - 1
-        return k < 0 or t >= windows[k][1]
-
-    radius = fmpq(4)
+def choose_radius(dataset: Dataset, taus: list[fmpq]) -> fmpq:
+    reach = max(abs(y[UP]) for p in dataset.pairs for y in p.output) + fmpq(3, 2)
+    m_max = max(len(p.output) for p in dataset.pairs)
+    radius = fmpq(64)
+    while radius < 16 * m_max * m_max + 64:
+        radius *= 2
     while True:
-        leaders = placements(dataset, radius)
-        if min(l.code for l in leaders) > reach and all(clear(dot(w, l.point)) for l in leaders):
+        codes = sorted(radius * 2 * t / (1 + t * t) for t in taus)
+        if codes[0] > reach and (min_gap(codes) or ONE) >= 1:
             return radius
         radius *= 2
 
 
-def leader_phase(dataset: Dataset, seqs: list[list[Vec]], w: Vec, first_block: int, per_layer: int):
-    """Returns (blocks, claims, leaders, tokens after the phase)."""
-    projections = {(p.index, i): dot(w, x) for p, s in zip(dataset.pairs, seqs) for i, x in enumerate(s)}
-    eps = (min_gap(sorted(projections.values())) or ONE) / 2
-    windows = [(projections[(p.index, r)] - eps, projections[(p.index, r)] + eps)
-               for p in dataset.pairs for r in range(len(p.output))]
-    radius = choose_radius(dataset, w, windows)
-    leaders = placements(dataset, radius)
+def choose_beta(unplaced: list[Vec], placed: list[Vec], d: int) -> fmpq:
+    """The least power of two β ≥ 1/64 that puts every placed leader's g·x
+    at least 1/64 below every unplaced token's."""
+    beta = fmpq(1, 64)
+    while True:
+        g = direction_of(beta, d)
+        if max(dot(g, x) for x in placed) + fmpq(1, 64) < min(dot(g, x) for x in unplaced):
+            return beta
+        beta *= 2
+
+
+def direction_of(beta: fmpq, d: int) -> Vec:
+    return tuple(ONE if i == 0 else -beta if i == UP else ZERO for i in range(d))
+
+
+def kill_block(index: Projections, refs: list[tuple[int, int]], top: fmpq, floor: fmpq, d: int, g: Vec):
+    """An FF of one unit σ(g·x − θ) that sends the tokens ``refs`` — the only
+    ones with g·x > θ, all above ``top`` — down along t, below ``floor`` − 1:
+    a sequence's leftovers, out of reach of every later hat. Returns (block,
+    their new g·x)."""
+    values = [index.value[r] for r in refs]
+    theta = (min(values) + top) / 2
+    k = ONE
+    while max(v - k * (v - theta) for v in values) > floor - 1:
+        k *= 2
+    W = tuple((-k,) if i == 0 else (ZERO,) for i in range(d))
+    return Block(FF(ONE, (g,), (-theta,), W), identity_sa()), {r: v - k * (v - theta) for r, v in zip(refs, values)}
+
+
+def leader_phase(dataset: Dataset, seqs: list[list[Vec]], first_block: int, per_layer: int, kill: bool):
+    """Returns (blocks, claims, leaders, tokens after the phase).
+
+    With ``kill`` (the sequences lie in disjoint intervals of t, see
+    separation.offset; d ≥ 3) the sequences are taken from the top interval
+    down: its leaders' hats, then one block sending its other tokens below
+    everything — so no hat ever has a token above its window but placed
+    leaders, which are off. Otherwise the hats run in decreasing t across
+    all sequences."""
+    d = dataset.d
+    picks = choose(dataset, seqs)
+    radius = choose_radius(dataset, [tau for *_, tau in picks])
+    leaders = [Leader(dataset.pairs[j].index, i, r, circle_point(seqs[j][i], tau, radius)) for j, i, r, tau in picks]
+    if kill:  # a placed leader also drops below every token, so g = e_t: one coordinate, exact in floats
+        floor = min(x[0] for s in seqs for x in s) - 1
+        leaders = [Leader(l.sequence, l.token, l.output, (floor,) + l.point[1:]) for l in leaders]
+        g = direction_of(ZERO, d)
+    else:
+        g = direction_of(choose_beta([x for s in seqs for x in s], [l.point for l in leaders], d), d)
     position = {p.index: j for j, p in enumerate(dataset.pairs)}
-    hats = []
-    for leader in leaders:
+    index = Projections({(p.index, i): dot(g, x) for p, s in zip(dataset.pairs, seqs) for i, x in enumerate(s)})
+    keys = sorted(x[0] for s in seqs for x in s)
+
+    def hat(leader: Leader) -> Hat:
         source = seqs[position[leader.sequence]][leader.token]
-        hats.append(Hat(w, dot(w, source), eps, sub(leader.point, source),
-                        ((leader.sequence, leader.token),), leader.point))
-    blocks, claims = hat_blocks(hats, per_layer, dataset.d, first_block, projections)
+        k = bisect_left(keys, source[0])
+        gap = min_gap(keys[max(k - 1, 0):k + 2]) or ONE
+        eps = ONE
+        while eps > gap / 4:
+            eps /= 2
+        return Hat(g, dyadic_near(dot(g, source), eps / 8), eps, sub(leader.point, source),
+                   ((leader.sequence, leader.token),), leader.point, flat=eps / 2)
+
+    def t_of(leader: Leader) -> fmpq:
+        return seqs[position[leader.sequence]][leader.token][0]
+
+    ordered = sorted(leaders, key=t_of, reverse=True)
+    if not kill:
+        blocks, claims = hat_blocks([hat(l) for l in ordered], per_layer, d, first_block, index)
+    else:
+        blocks, claims = [], []
+        by_seq = sorted(range(len(seqs)), key=lambda j: max(x[0] for x in seqs[j]), reverse=True)
+        chosen = {(l.sequence, l.token) for l in leaders}
+        for n, j in enumerate(by_seq):
+            mine = [hat(l) for l in ordered if position[l.sequence] == j]
+            new_blocks, new_claims = hat_blocks(mine, per_layer, d, first_block + len(blocks), index)
+            blocks += new_blocks
+            claims += new_claims
+            rest = [(dataset.pairs[j].index, i) for i in range(len(seqs[j])) if (dataset.pairs[j].index, i) not in chosen]
+            if rest and n + 1 < len(by_seq):
+                later = [index.value[(dataset.pairs[k].index, i)] for k in by_seq[n + 1:] for i in range(len(seqs[k]))]
+                block, moved = kill_block(index, rest, max(later), min(later), d, g)
+                blocks.append(block)
+                for ref, v in moved.items():
+                    index.move(ref, v)
     after = [list(s) for s in seqs]
     for leader in leaders:
         after[position[leader.sequence]][leader.token] = leader.point
+    if kill:
+        for (seq, i), v in index.value.items():
+            j = position[seq]
+            if (seq, i) not in {(l.sequence, l.token) for l in leaders} and v != dot(g, seqs[j][i]):
+                after[j][i] = (seqs[j][i][0] + v - dot(g, seqs[j][i]),) + seqs[j][i][1:]
     return blocks, claims, leaders, after

@@ -1,7 +1,8 @@
 """Phase 1, separation: make every token of the whole dataset distinct.
 
-One block: the FF contracts (x ↦ κx + z0) and the SA with A = 0 adds λ times
-the sequence mean. Shifted tokens κ(x + λμ_j) + (1+λ)z0 collide only for
+One block: the FF projects every token to a scalar t on a direction where
+distinct tokens and distinct means project apart, and the SA with A = 0 adds
+λ times the sequence's mean t̄_j. Shifted values t + λt̄_j collide only for
 finitely many λ — unless two sequences share a token and have equal means.
 Those are first told apart by "bumps": a hat moving one token value c (in one
 sequence, not the other) by a small δ. Each bump splits a class of equal
@@ -15,13 +16,12 @@ from itertools import combinations, count
 
 from flint import fmpq
 
-from tfcert.construct.hats import Hat, direction, hat_blocks, min_gap
+from tfcert.construct.hats import Hat, Projections, direction, hat_blocks, min_gap
 from tfcert.verify.evaluate import mean
 from tfcert.verify.formats import FF, SA, Block, Dataset, LowRank
-from tfcert.verify.numbers import Vec, add, dot, norm1, scale, unit
+from tfcert.verify.numbers import Vec, add, dot, scale, unit
 
 ONE, ZERO = fmpq(1), fmpq(0)
-RADIUS = fmpq(1, 8)  # every token ends within this 1-norm distance of e1
 
 
 def small_rationals():
@@ -97,36 +97,69 @@ def bumps(dataset: Dataset, per_layer: int) -> tuple[Phase, list[list[Vec]]]:
         eps = (min_gap(keys[max(k - 1, 0):k + 2]) or ONE) / 2
         moves = tuple((q.index, i) for q, s in zip(dataset.pairs, seqs) for i, x in enumerate(s) if x == c)
         new_blocks, new_claims = hat_blocks([Hat(w, p, eps, delta, moves, add(c, delta))], per_layer, d,
-                                            len(blocks), projections)
+                                            len(blocks), Projections(projections))
         blocks += new_blocks
         claims += new_claims
         seqs = [[add(x, delta) if x == c else x for x in s] for s in seqs]
     return Phase("bump", (0, len(blocks)), tuple(blocks), tuple(claims)), seqs
 
 
-def separation(dataset: Dataset, seqs: list[list[Vec]], block: int) -> tuple[Phase, list[list[Vec]], Vec]:
-    """The contraction + mean-shift block. Returns the phase, the tokens after
-    it (all within RADIUS of e1, pairwise distinct) and a direction on which
-    their projections are distinct (the leaders' direction)."""
+def separation(dataset: Dataset, seqs: list[list[Vec]], block: int) -> tuple[Phase, list[list[Vec]]]:
+    """The projection + mean-shift block. The FF (η = 0) maps every token to
+    (t, 1, 0, …) with t = α·w·x + β ∈ [1/64, 1/32]: one scalar per token, on
+    a direction w where distinct tokens and distinct sequence means project
+    apart, and the constant 1 in coordinate 2 that the later phases use as
+    an anchor. The SA (A = 0: the exact mean, for every τ too) adds λ·t̄_j.
+    Returns the phase and the tokens after it: every t distinct."""
     d = dataset.d
     means = _means(seqs)
+    w = direction(sorted({x for s in seqs for x in s} | set(means)), d)
+    values = [dot(w, x) for s in seqs for x in s]
+    lo, hi = min(values), max(values)
+    alpha = ONE
+    while alpha * (hi - lo) > fmpq(1, 64):
+        alpha /= 2
+    beta = fmpq(1, 64) - alpha * lo
+    e_t, e_y = unit(d, 0), unit(d, 1)
+    ff = FF(ZERO, (scale(alpha, w), tuple(ZERO for _ in range(d))), (beta, ONE),
+            tuple((a, b) for a, b in zip(e_t, e_y)))
+    ts = [[alpha * dot(w, x) + beta for x in s] for s in seqs]
     for lam in small_rationals():
-        shifted = [[add(x, scale(lam, mu)) for x in s] for s, mu in zip(seqs, means)]
-        if len({x for s in shifted for x in s}) == sum(len(s) for s in shifted):
+        shifted = [[t + lam * sum(row, ZERO) / len(row) for t in row] for row in ts]
+        if len({t for row in shifted for t in row}) == sum(len(row) for row in shifted):
             break
-    spread = max(norm1(x) for s in shifted for x in s)
-    kappa = ONE
-    while kappa * spread > RADIUS:
-        kappa /= 2
-    e1 = unit(d, 0)
-    z0 = scale(ONE / (1 + lam), e1)
-    ff = FF(kappa, (tuple(ZERO for _ in range(d)),), (ONE,), tuple((z,) for z in z0))
-    sa = SA(ONE, LowRank(ZERO), LowRank(lam))
-    after = [[add(scale(kappa, x), e1) for x in s] for s in shifted]
-    values = [x for s in after for x in s]
-    w = direction(values, d)
-    keys = sorted(dot(w, x) for x in values)
+    sa = SA(ONE, LowRank(ZERO), LowRank(ZERO, ((scale(lam, e_t), e_t),)))
+    after = [[(t, ONE) + tuple(ZERO for _ in range(d - 2)) for t in row] for row in shifted]
+    keys = sorted(t for row in shifted for t in row)
     gap = min_gap(keys)
     claims = ({"kind": "uniform_attention", "block": block},
-              {"kind": "separation", "block": block, "direction": [str(v) for v in w], "min_gap": None if gap is None else str(gap)})
-    return Phase("separation", (block, block + 1), (Block(ff, sa),), claims), after, w
+              {"kind": "separation", "block": block, "direction": [str(v) for v in e_t],
+               "min_gap": None if gap is None else str(gap)})
+    return Phase("separation", (block, block + 1), (Block(ff, sa),), claims), after
+
+
+def offset(dataset: Dataset, seqs: list[list[Vec]], block: int) -> tuple[Phase, list[list[Vec]]]:
+    """One block whose SA moves every sequence to an interval of its own:
+    each token attends (hardmax; score = its anchor 1 times the other's t) to
+    its sequence's largest t, M_j, and adds λ·M_j with λ a power of two large
+    enough that the intervals are disjoint, ordered by M_j. The copy is exact
+    in a float run too, and λ·M_j is one rounding. Then the leader phase can
+    treat one sequence at a time with nothing but its own tokens above it."""
+    d = dataset.d
+    e_t, e_y = unit(d, 0), unit(d, 1)
+    tops = sorted(((max(x[0] for x in s), min(x[0] for x in s)) for s in seqs), reverse=True)
+    lam = ONE
+    while any(lam * (hi - hi2) <= hi2 - lo for (hi, lo), (hi2, _) in zip(tops, tops[1:])):
+        lam *= 2
+    sa = SA(ONE, LowRank(ZERO, ((e_t, e_y),)), LowRank(ZERO, ((scale(lam, e_t), e_t),)))
+    table, after = [], []
+    for s in seqs:
+        top = max(range(len(s)), key=lambda i: s[i][0])
+        shift = lam * s[top][0]
+        ranked = sorted(x[0] for x in s)
+        gap = ranked[-1] - ranked[-2] if len(s) > 1 else None
+        table.append([[[top], None if gap is None else str(gap)] for _ in s])
+        after.append([(x[0] + shift,) + x[1:] for x in s])
+    ff = FF(ONE, (), (), tuple(() for _ in range(d)))
+    claims = ({"kind": "argmax", "block": block, "ties": 0, "tokens": table},)
+    return Phase("offset", (block, block + 1), (Block(ff, sa),), claims), after

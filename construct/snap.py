@@ -1,10 +1,18 @@
-"""Phase 4 under softmax: one 4-ReLU "snap" on coordinate 1 per code c.
+"""Phase 4, interpolation: one 4-ReLU "snap" on coordinate 2 per code c,
+under hardmax and softmax alike.
 
 g(t) = Σ_k v_k σ(t − p_k), breakpoints p = (c−R', c−r, c+r, c+R'): zero for
-t ≤ c−R' and t ≥ c+R', and g(t) = y − t·e1 on [c−r, c+r], so every token
-t·e1 with |t − c| ≤ r lands exactly on its target y. Slopes: v1 ramps 0 up
-to y − (c−r)e1, v1 + v2 = −e1 (the plateau), and Σv = 0, Σ v_k p_k = 0 make
-it vanish beyond c+R'.
+t ≤ c−R' and t ≥ c+R', and g(t) = y − t·e on [c−r, c+r] (e = e_2), so every
+token t·e with |t − c| ≤ r lands exactly on its target y. Slopes: v1 ramps
+0 up to y − (c−r)e, v1 + v2 = −e (the plateau), and Σv = 0, Σ v_k p_k = 0
+make it vanish beyond c+R'.
+
+The plateau is what makes the model robust in floats: a code that errs by
+less than r still lands on the float of y, and the error stops there.
+Snaps run in decreasing code order and every code exceeds every target's
+coordinate 2 by more than R', so each snap's units are zero — not merely
+cancelling — on every token but its own cluster: placed targets and the
+codes still waiting all lie below its window.
 
 Radii: R' = min(gap/2, 1/2), r = 3R'/4, gap the least distance between two
 codes. Then r + R' < gap keeps every other code's plateau outside the window,
@@ -17,13 +25,14 @@ from dataclasses import dataclass
 
 from flint import fmpq
 
-from tfcert.construct.hats import identity_sa, min_gap
-from tfcert.construct.leaders import Leader
+from tfcert.construct.hats import dyadic_near, identity_sa, min_gap
+from tfcert.construct.leaders import UP, Leader
 from tfcert.verify.formats import FF, Block, Dataset
 from tfcert.verify.numbers import Vec, scale, sub, unit
 
 ONE, ZERO = fmpq(1), fmpq(0)
 UNITS = 4
+SHIFT = fmpq(1, 512)  # a snap's centre lies within this below its code
 
 
 @dataclass(frozen=True)
@@ -57,7 +66,7 @@ def radii(codes: list[fmpq]) -> tuple[fmpq, fmpq]:
 
 def snap_ff(snaps: list[Snap], d: int) -> FF:
     """One FF layer (η = 1) holding ``snaps`` side by side."""
-    e1 = unit(d, 0)
+    e1 = unit(d, UP)
     U, b, cols = [], [], []
     for snap in snaps:
         for p, v in zip(snap.breakpoints, snap.slopes(e1)):
@@ -68,25 +77,30 @@ def snap_ff(snaps: list[Snap], d: int) -> FF:
 
 
 def snap_claims(snaps: list[Snap], block: int) -> list[dict]:
-    return [{"kind": "snap", "block": block, "units": list(range(UNITS * k, UNITS * k + UNITS)), "coordinate": 0,
+    return [{"kind": "snap", "block": block, "units": list(range(UNITS * k, UNITS * k + UNITS)), "coordinate": UP,
              "center": str(s.center), "radius": str(s.radius), "reach": str(s.reach),
              "moves": [list(m) for m in s.moves], "to": [str(v) for v in s.to]}
             for k, s in enumerate(snaps)]
 
 
 def snap_phase(dataset: Dataset, seqs: list[list[Vec]], leaders: list[Leader], first_block: int, per_layer: int):
-    """Returns (blocks, claims, tokens after the phase, r). ``seqs`` are the
-    hardmax collapse outputs code·e1; softmax leaves each within r of them."""
+    """Returns (blocks, claims, tokens after the phase, the radius left around
+    each code: r less the centre's shift). ``seqs`` are the hardmax collapse
+    outputs code·e_2; softmax must leave each within that radius of them.
+    Centres are codes rounded down to a multiple of SHIFT, so every
+    breakpoint is exact in binary64 and binary32 alike."""
     d = dataset.d
-    e1 = unit(d, 0)
-    r, reach = radii([l.code for l in leaders])
+    e = unit(d, UP)
+    codes = {l: l.code(d) for l in leaders}
+    r, reach = radii(list(codes.values()))
     position = {p.index: j for j, p in enumerate(dataset.pairs)}
     snaps = []
-    for leader in leaders:
+    for leader in sorted(leaders, key=codes.get, reverse=True):
         j = position[leader.sequence]
-        cluster = scale(leader.code, e1)
+        cluster = scale(codes[leader], e)
         moves = tuple((leader.sequence, i) for i, x in enumerate(seqs[j]) if x == cluster)
-        snaps.append(Snap(leader.code, r, reach, dataset.pairs[j].output[leader.token], moves))
+        centre = dyadic_near(codes[leader], SHIFT)
+        snaps.append(Snap(centre, r, reach, dataset.pairs[j].output[leader.output], moves))
     blocks, claims = [], []
     for start in range(0, len(snaps), per_layer):
         group = snaps[start:start + per_layer]
@@ -96,4 +110,4 @@ def snap_phase(dataset: Dataset, seqs: list[list[Vec]], leaders: list[Leader], f
     for snap in snaps:
         for seq, i in snap.moves:
             after[position[seq]][i] = snap.to
-    return blocks, claims, after, r
+    return blocks, claims, after, r - SHIFT

@@ -43,6 +43,11 @@ class Format:
         return fmpq(1, 2 ** (self.precision - 1 - self.emin))
 
     @property
+    def normal(self) -> fmpq:
+        """The least positive normal number."""
+        return fmpq(2) ** self.emin
+
+    @property
     def largest(self) -> fmpq:
         return fmpq(2 ** self.precision - 1) * fmpq(2) ** (self.emax - self.precision + 1)
 

@@ -278,6 +278,27 @@ class Analysis:
             todo.update(ids[bisect_right(keys, threshold):])
         return sorted(todo)
 
+    def _sterbenz(self, x, e, row: Rounded, b: Rounded, k: int) -> bool:
+        """Whether unit k's pre-activation is computed exactly: one input
+        coordinate times a power of two (exact, the product staying normal),
+        plus a bias that is 0 or within a factor 2 of minus that product —
+        Sterbenz's lemma (Higham, Thm 2.5): y/2 ≤ x ≤ 2y makes x − y exact."""
+        entries = [(j, v) for j, v in enumerate(row.hat) if v != 0]
+        if len(entries) != 1 or row.delta[entries[0][0]] != 0:
+            return False
+        j, v = entries[0]
+        num, den = abs(int(v.p)), int(v.q)
+        if num & (num - 1) or den & (den - 1):
+            return False  # not a power of two
+        lo, hi = coordinate_range(x, j)
+        a_lo, a_hi = sorted((v * (lo - e[j]), v * (hi + e[j])))
+        y = -b.hat[k]
+        if y == 0:
+            return a_lo > 0 and a_lo >= self.fmt.normal or a_hi < 0 and -a_hi >= self.fmt.normal
+        if y < 0:
+            a_lo, a_hi, y = -a_hi, -a_lo, -y
+        return a_lo >= y / 2 and a_hi <= 2 * y and a_lo >= self.fmt.normal
+
     def _ff_token(self, x, e, eta, U, b, W, where: str) -> tuple:
         fmt, d = self.fmt, self.d
         mag = self._mag(x, e)
@@ -285,9 +306,12 @@ class Analysis:
         for k, row in enumerate(U):
             lo, hi = projection_range(x, row.exact, None)
             lo, hi = lo + b.exact[k], hi + b.exact[k]
-            c = nonzero(row.hat) + (b.hat[k] != 0)
-            scaled = absdot(row.hat, mag) + abs(b.hat[k])
-            rounding = absdot(row.delta, mag) + b.delta[k] + fmt.gamma(max(c, 1)) * scaled + c * fmt.tiny
+            if self._sterbenz(x, e, row, b, k):
+                rounding = b.delta[k]
+            else:
+                c = nonzero(row.hat) + (b.hat[k] != 0)
+                scaled = absdot(row.hat, mag) + abs(b.hat[k])
+                rounding = absdot(row.delta, mag) + b.delta[k] + fmt.gamma(max(c, 1)) * scaled + c * fmt.tiny
             err = up(absdot(row.exact, e) + rounding)
             if hi + err <= 0:
                 status.append("off")

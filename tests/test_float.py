@@ -1,0 +1,149 @@
+"""The float claim: a constructed model's certified float64/float32 bounds hold
+for numpy forward passes in three evaluation orders, and false float claims
+fail verification."""
+from __future__ import annotations
+
+import copy
+import json
+import tempfile
+from fractions import Fraction
+from pathlib import Path
+
+import numpy as np
+import pytest
+from conftest import dataset_json, datasets, write_json
+from floatrun import deviation
+from hypothesis import HealthCheck, example, given, settings
+from hypothesis import strategies as st
+
+from tfcert.construct.bundle import build
+from tfcert.verify.check import verify
+from tfcert.verify.evaluate import Replay
+from tfcert.verify.floats import FORMATS, round_nearest
+from tfcert.verify.formats import dumps, parse_document, read_model
+
+ORDERS = ("numpy", "forward", "reverse")
+
+
+def float_claims(files: dict) -> dict[str, Fraction]:
+    cert = json.loads(files["certificate.json"])
+    return {c["format"]: Fraction(c["bound"]) for ph in cert["phases"] for c in ph["claims"] if c["kind"] == "float"}
+
+
+def exact_outputs(model, dataset):
+    replay = Replay(model, [p.input for p in dataset.pairs])
+    for _ in replay.steps():
+        pass
+    return replay.sequences()
+
+
+def check_bounds(ds: dict, attention: str) -> dict[str, Fraction]:
+    with tempfile.TemporaryDirectory() as tmp:
+        bundle = build(write_json(Path(tmp) / "ds.json", ds), attention)
+    model, dataset = bundle.construction.model, bundle.dataset
+    final = exact_outputs(model, dataset)
+    claims = float_claims(bundle.files)
+    assert "binary64" in claims, "a binary64 bound is always proven for such small data"
+    with np.errstate(all="ignore"):
+        for fmt, bound in claims.items():
+            for order in ORDERS:
+                seen = deviation(model, [p.input for p in dataset.pairs], final, fmt, order)
+                assert seen <= bound, (fmt, order, seen, float(bound))
+    return claims
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(datasets(max_d=6, max_n_seq=4, max_len=6, max_tokens=24), st.sampled_from(["hardmax", "softmax"]))
+@example(dataset_json(3, [([(1, 2, 3), (0, 0, 1), (5, -1, 2)], [(9, 9, 9), (-4, 0, 1)]),
+                          ([(1, 2, 3), (7, 7, 0)], [(0, 0, 0)])]), "hardmax")
+def test_observed_float_deviation_never_exceeds_the_certified_bound(ds, attention):
+    check_bounds(ds, attention)
+
+
+def test_binary64_and_binary32_on_one_sequence():
+    """One sequence in d = 8: both formats certified, binary64 ≤ 1e-9·(1 + max|y|)."""
+    rows = [tuple((7 * i + 3 * k * k + i * k) % 11 - 5 for k in range(8)) for i in range(40)]
+    targets = [tuple((i + k) % 7 - 3 for k in range(8)) for i in range(4)]
+    claims = check_bounds(dataset_json(8, [(rows, targets)]), "hardmax")
+    assert claims["binary64"] <= Fraction(1, 10 ** 9) * 4
+    assert claims["binary32"] <= Fraction(1, 10 ** 3) * 4
+
+
+@pytest.fixture(scope="module")
+def demo(tmp_path_factory):
+    path = Path(__file__).resolve().parent.parent / "certificates" / "demo-hardmax"
+    return {name: (path / name).read_bytes() for name in ("model.json", "dataset.json", "certificate.json")}
+
+
+def verify_with(files: dict, cert: dict):
+    return verify(parse_document("model.json", files["model.json"]), parse_document("dataset.json", files["dataset.json"]),
+                  parse_document("certificate.json", dumps(cert)))
+
+
+def float_results(report):
+    return [r for r in report.results if r.kind == "float"]
+
+
+def test_a_bound_below_the_observed_deviation_is_rejected(demo):
+    model = read_model(parse_document("model.json", demo["model.json"]))
+    from tfcert.verify.formats import read_dataset
+    dataset = read_dataset(parse_document("dataset.json", demo["dataset.json"]))
+    final = exact_outputs(model, dataset)
+    seen = deviation(model, [p.input for p in dataset.pairs], final, "binary64", "forward")
+    assert seen > 0
+    cert = json.loads(demo["certificate.json"])
+    for c in cert["phases"][-1]["claims"]:
+        if c["kind"] == "float" and c["format"] == "binary64":
+            c["bound"] = str(Fraction(seen) / 2)
+    results = float_results(verify_with(demo, cert))
+    assert any(not r.ok and "bound: stated" in r.failures[0] for r in results)
+
+
+def test_a_float_claim_fails_where_float_scores_tie():
+    """Token scores 1 and 1 + 2^-60 differ exactly, but are both 1 in binary64:
+    the float run averages two tokens where the exact one copies one."""
+    eps = Fraction(1, 2 ** 60)
+    ds = {"format": "tfcert.dataset/1", "d": 2,
+          "pairs": [{"input": [["1", "0"], [str(1 + eps), "0"]], "output": [["1", "0"], [str(1 + eps), "0"]]}]}
+    model = {"format": "tfcert.model/1", "d": 2, "attention": "hardmax",
+             "blocks": [{"ff": {"eta": "1", "U": [], "b": [], "W": [[], []]},
+                         "sa": {"rho": "0", "A": {"scale": "1", "low_rank": []},
+                                "V": {"scale": "1", "low_rank": []}}}]}
+    files = {"model.json": dumps(model), "dataset.json": dumps(ds)}
+    cert = {"format": "tfcert.certificate/1", "model_sha256": parse_document("m", files["model.json"]).sha256,
+            "dataset_sha256": parse_document("d", files["dataset.json"]).sha256, "attention": "hardmax",
+            "theorem": "1.6", "phases": [{"name": "final", "blocks": [0, 1],
+                                          "claims": [{"kind": "float", "format": "binary64", "bound": "1"}]}]}
+    (result,) = float_results(verify_with(files, cert))
+    assert not result.ok and "argmax gap" in result.failures[0]
+
+
+@pytest.mark.parametrize("bad", [{"format": "binary16", "bound": "1"}, {"format": "binary64", "bound": "-1"},
+                                 {"format": "binary64", "bound": "NaN"}])
+def test_malformed_float_claims_are_input_errors(demo, bad):
+    from tfcert.errors import InputError
+    cert = json.loads(demo["certificate.json"])
+    cert["phases"][-1]["claims"].append({"kind": "float", **bad})
+    with pytest.raises(InputError, match="claims"):
+        verify_with(demo, cert)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.floats(1e-300, 1e300), st.floats(0.5, 2.0), st.sampled_from(["binary64", "binary32"]))
+def test_sterbenz_subtractions_are_exact(x, ratio, fmt):
+    """The lemma the analysis relies on, checked against numpy: y/2 ≤ x ≤ 2y ⇒ x − y exact."""
+    t = np.float64 if fmt == "binary64" else np.float32
+    a, b = t(x), t(x * ratio)
+    if not (np.isfinite(a) and np.isfinite(b)) or a == 0 or b == 0 or not b / 2 <= a <= 2 * b:
+        return
+    if abs(float(a)) < float(FORMATS[fmt].normal):
+        return
+    assert Fraction(float(a - b)) == Fraction(float(a)) - Fraction(float(b))
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.fractions(-10 ** 6, 10 ** 6, max_denominator=10 ** 12))
+def test_round_nearest_matches_python_for_binary64(q):
+    from flint import fmpq
+    r = round_nearest(fmpq(q.numerator, q.denominator), FORMATS["binary64"])
+    assert Fraction(int(r.p), int(r.q)) == Fraction(float(q))
