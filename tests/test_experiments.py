@@ -30,7 +30,7 @@ def test_missing_torch_is_one_error_line(monkeypatch, capsys, tmp_path):
         out, err = capsys.readouterr()
         assert out == ""
         assert _error_lines(err) == ["error: the experiments need PyTorch: "
-                                     "pip install torch==2.13.0 'tfcert[experiments]'"]
+                                     "pip install torch==2.13.0 (the CPU build; any torch >= 2.1 works)"]
 
 
 def test_cli_import_does_not_import_torch():
