@@ -30,6 +30,11 @@ class Bar:
         self.desc, self.unit = desc, unit
         self._bar = None
 
+    def layout(self, total: int | None) -> str:
+        """Count and elapsed time; a bar when the end is known. No rate: the
+        steps of one bar (blocks, replays) differ too much in cost for one."""
+        return "{desc} {n_fmt} [{elapsed}]" if total is None else "{desc} {bar} {n_fmt}/{total_fmt} [{elapsed}]"
+
     def __call__(self, done: int, total: int | None, label: str | None = None) -> None:
         if not enabled():
             return
@@ -37,9 +42,10 @@ class Bar:
 
         if self._bar is None:
             self._bar = tqdm(total=total, desc=self.desc, unit=self.unit, file=sys.stderr, leave=False,
-                             dynamic_ncols=True)
+                             dynamic_ncols=True, bar_format=self.layout(total))
         if self._bar.total != total:
             self._bar.reset(total=total)
+            self._bar.bar_format = self.layout(total)
         if label is not None:
             self._bar.set_description_str(f"{self.desc}: {label}", refresh=False)
         self._bar.n = done
@@ -55,3 +61,14 @@ class Bar:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+class Status(Bar):
+    """A long job that reports in lines (training: "step 300/2000 loss …"):
+    on a terminal the latest line is redrawn in place with the elapsed time."""
+
+    def layout(self, total: int | None) -> str:
+        return "{desc} [{elapsed}]"
+
+    def line(self, text: str) -> None:
+        self(0, None, text)

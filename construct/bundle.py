@@ -27,13 +27,13 @@ def build(dataset: str | Path | Document, attention: str = "hardmax", width: int
     dataset_doc = dataset if isinstance(dataset, Document) else load_document(dataset)
     data = read_dataset(dataset_doc)
 
-    def stage(label: str):
+    def stage(done: int, label: str):
         if progress:
-            progress(0, None, label)
+            progress(done, 2, label)
 
-    stage("constructing")
+    stage(0, "constructing")
     construction = construct(data, attention, width)
-    stage("certifying")
+    stage(1, "certifying")
     model = model_bytes(construction.model)
     cert = dumps(certificate(construction, data, model, dataset_doc.raw))
     files = {"dataset.json": dataset_doc.raw, "model.json": model, "certificate.json": cert}

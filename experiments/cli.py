@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import sys
 from importlib import import_module
 from pathlib import Path
 
@@ -18,8 +17,6 @@ MODULES = {"intrinsic-dim": "intrinsic_dim", "triangle": "triangle"}
 NEED_TORCH = "the experiments need PyTorch: pip install torch==2.13.0 (the CPU build; any torch >= 2.1 works)"
 
 
-def _log(line: str) -> None:
-    print(line, file=sys.stderr, flush=True)
 
 
 def _device(torch, name: str):
@@ -40,11 +37,13 @@ def _run(args: argparse.Namespace) -> int:
     except ImportError:
         raise InputError(NEED_TORCH) from None
     from tfcert.experiments.report import table, write
+    from tfcert.progress import Status
     from tfcert.report import json_text
 
     device = _device(torch, args.device)
     module = import_module(f"tfcert.experiments.{MODULES[args.experiment]}")
-    result = module.run(module.QUICK if args.quick else module.FULL, args.seed, device, _log)
+    with Status("experiment") as status:  # training progress: one redrawn line on a terminal
+        result = module.run(module.QUICK if args.quick else module.FULL, args.seed, device, status.line)
     doc = write(result, Path(args.out), "D" if args.experiment == "intrinsic-dim" else "T", module.series)
     if args.json:
         print(json_text(doc))
