@@ -70,6 +70,8 @@ def load(path: str | Path, slot: str) -> Document:
         doc = parse_document("<stdin>", sys.stdin.buffer.read())
     else:
         doc = load_document(path)
+    if isinstance(doc.value, dict) and "format" in doc.value and doc.value["format"] is None:
+        raise InputError(f"{doc.path}: $.format: expected {FORMATS[slot]!r}, got null")
     kind = describe(doc.value)
     if kind is not None and kind != slot:
         raise InputError(f"{doc.path}: $.format: this is a {kind} ({FORMATS[kind]}), expected a {slot} ({FORMATS[slot]})")

@@ -33,15 +33,14 @@ def _print_json(doc: object) -> None:
 
 
 def cmd_construct(args) -> int:
-    from tfcert.construct.bundle import build, existing, write
+    from tfcert.construct.bundle import build, refuse_to_replace, write
     from tfcert.files import load
     from tfcert.progress import Bar
     from tfcert.report import phase_table, size_line
     from tfcert.verify.claims.size import measure
 
-    if not args.force and existing(args.output):
-        raise InputError(f"{args.output}: already holds a bundle ({', '.join(existing(args.output))}); "
-                         f"use --force to replace it")
+    if not args.force:
+        refuse_to_replace(args.output)  # before the work, not after it
     start = time.perf_counter()
     with Bar("construct") as bar:
         bundle = build(load(args.dataset, "dataset"), args.attention, args.width, bar)

@@ -45,9 +45,11 @@ def build(dataset: str | Path | Document, attention: str = "hardmax", width: int
     return Bundle(data, construction, files, report)
 
 
-def existing(directory: str | Path, files=("dataset.json", "model.json", "certificate.json")) -> list[str]:
-    """The bundle files already in ``directory``: what a write would replace."""
-    return [name for name in files if (Path(directory) / name).exists()]
+def refuse_to_replace(directory: str | Path, files=("dataset.json", "model.json", "certificate.json")) -> None:
+    """A bundle already in ``directory`` is replaced only on request (``--force``)."""
+    found = [name for name in files if (Path(directory) / name).exists()]
+    if found:
+        raise InputError(f"{directory}: already holds a bundle ({', '.join(found)}); use --force to replace it")
 
 
 def write(files: dict[str, bytes], directory: str | Path, force: bool = False) -> None:
@@ -55,9 +57,8 @@ def write(files: dict[str, bytes], directory: str | Path, force: bool = False) -
     target that cannot be replaced is found before anything is renamed. An
     existing bundle is replaced only with ``force``."""
     out = Path(directory)
-    if not force and existing(out, tuple(files)):
-        raise InputError(f"{directory}: already holds a bundle ({', '.join(existing(out, tuple(files)))}); "
-                         f"use --force to replace it")
+    if not force:
+        refuse_to_replace(out, tuple(files))
     temps: list[tuple[Path, Path]] = []
     try:
         out.mkdir(parents=True, exist_ok=True)

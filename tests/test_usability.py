@@ -153,6 +153,10 @@ def test_null_is_reported_as_null(tmp_path, capsys):
     rc, _, err = run(["construct", path, "-o", tmp_path / "o"], capsys)
     assert rc == 2 and err.strip().endswith("$.pairs[0].input[0][1]: expected a number, got null")
     assert "NoneType" not in err
+    data["format"] = None
+    path.write_text(json.dumps(data))
+    rc, _, err = run(["construct", path, "-o", tmp_path / "o"], capsys)
+    assert rc == 2 and err.strip().endswith("$.format: expected 'tfcert.dataset/1', got null")
 
 
 # ---------------------------------------------------------------- overwriting
