@@ -264,7 +264,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = command("schema", "print the JSON Schema of a file format or of a --json output", cmd_schema)
     p.add_argument("name", nargs="?", metavar="NAME", help="a schema name; without it, list the names")
 
-    p = command("demo", "build, certify and verify a bundled 2-D example, with a picture", cmd_demo)
+    p = command("demo", "build, certify and verify a bundled 2-D example, with pictures", cmd_demo)
     p.add_argument("-o", "--output", default="tfcert-demo", metavar="DIR",
                    help="folder for the bundle and phases.png, replaced if it exists (default tfcert-demo)")
     p.add_argument("--attention", choices=["hardmax", "softmax"], default="hardmax",

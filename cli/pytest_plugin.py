@@ -13,7 +13,6 @@ from pathlib import Path
 import pytest
 
 from tfcert.errors import InputError
-from tfcert.files import is_bundle, load
 
 SLOTS = ("model", "dataset", "certificate")
 
@@ -39,7 +38,11 @@ def pytest_configure(config) -> None:
 
 def pytest_collect_file(file_path: Path, parent):
     roots = getattr(parent.config, "_tfcert_roots", [])
-    if file_path.name != "certificate.json" or not is_bundle(file_path.parent):
+    if not roots or file_path.name != "certificate.json":
+        return None
+    from tfcert.files import is_bundle  # the checker loads only when bundles are asked for
+
+    if not is_bundle(file_path.parent):
         return None
     if any(r == file_path.parent or r in file_path.parents for r in roots):
         return BundleFile.from_parent(parent, path=file_path)
@@ -57,6 +60,7 @@ class ClaimsFailed(Exception):
 
 class BundleItem(pytest.Item):
     def runtest(self) -> None:
+        from tfcert.files import load
         from tfcert.verify.check import verify
 
         folder = self.path.parent
