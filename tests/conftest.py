@@ -75,4 +75,4 @@ def write_json(path: Path, value: dict) -> Path:
 
 @pytest.fixture
 def demo_dataset() -> Path:
-    return REPO / "cli" / "examples" / "demo.json"
+    return REPO / "tfcert" / "examples" / "demo.json"

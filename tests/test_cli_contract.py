@@ -16,7 +16,7 @@ from conftest import REPO
 
 from tfcert.main import main
 
-DEMO = REPO / "cli" / "examples" / "demo.json"
+DEMO = REPO / "tfcert" / "examples" / "demo.json"
 FILES = ("dataset.json", "model.json", "certificate.json")
 
 

@@ -34,7 +34,7 @@ FAST = settings(max_examples=40, deadline=None,
 @pytest.fixture(scope="module")
 def bundle_values():
     """The demo bundle as JSON values (dataset, model, certificate)."""
-    demo = Path(__file__).resolve().parent.parent / "cli" / "examples" / "demo.json"
+    demo = Path(__file__).resolve().parent.parent / "tfcert" / "examples" / "demo.json"
     b = build(demo)
     return {name: json.loads(data) for name, data in b.files.items()}
 

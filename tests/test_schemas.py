@@ -16,7 +16,7 @@ from tfcert.schemas import load_schema, names
 
 CERTS = REPO / "certificates"
 HARDMAX, SOFTMAX = CERTS / "demo-hardmax", CERTS / "demo-softmax"
-DEMO = REPO / "cli" / "examples" / "demo.json"
+DEMO = REPO / "tfcert" / "examples" / "demo.json"
 
 
 def validate(doc: object, name: str) -> None:
@@ -40,7 +40,7 @@ def test_every_schema_is_a_valid_schema():
         jsonschema.Draft202012Validator.check_schema(load_schema(name))
 
 
-@pytest.mark.parametrize("path", sorted(CERTS.glob("*/*.json")) + sorted((REPO / "cli" / "examples").glob("*.json")),
+@pytest.mark.parametrize("path", sorted(CERTS.glob("*/*.json")) + sorted((REPO / "tfcert" / "examples").glob("*.json")),
                          ids=lambda p: str(p.relative_to(REPO)))
 def test_every_shipped_file_validates(path):
     validate(json.loads(path.read_text()), path.stem if path.parent.parent == CERTS else "dataset")

@@ -21,7 +21,7 @@ from conftest import REPO
 from tfcert.main import build_parser, main
 from tfcert.report import json_text
 
-DEMO = REPO / "cli" / "examples" / "demo.json"
+DEMO = REPO / "tfcert" / "examples" / "demo.json"
 CERTS = REPO / "certificates"
 HARDMAX = CERTS / "demo-hardmax"
 PNG = b"\x89PNG\r\n\x1a\n"

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from tfcert.errors import InputError
+from tfcert.verify.errors import InputError
 from tfcert.verify.claims import Context, argmax, clusters, exact, hat, separation, size, snap, tau_star, uniform
 from tfcert.verify.evaluate import Replay, Step
 from tfcert.verify.formats import (CERTIFICATE_FORMAT, Document, array, check_format, integer, load_document, obj,

@@ -11,7 +11,7 @@ import re
 
 from flint import fmpq
 
-from tfcert.errors import InputError
+from tfcert.verify.errors import InputError
 
 Vec = tuple  # tuple[fmpq, ...]; a token of R^d
 

@@ -14,6 +14,7 @@ made callable when it is imported, and the call goes to ``tfcert.api``.
 """
 from __future__ import annotations
 
+import os
 import sys
 import types
 
@@ -49,4 +50,16 @@ def __getattr__(name: str):
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
+def _checkout_subpackages() -> None:
+    """In a source checkout the subpackages sit beside this folder
+    (construct/, verify/, …; pyproject.toml's package-dir maps them into
+    the package when it is installed). Run from the checkout's root, Python
+    finds this folder before the installed package; let it find the
+    subpackages beside it too."""
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    if os.path.isfile(os.path.join(root, "pyproject.toml")) and os.path.isfile(os.path.join(root, "verify", "check.py")):
+        __path__.append(root)
+
+
+_checkout_subpackages()
 sys.modules[__name__].__class__ = _Root
