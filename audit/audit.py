@@ -83,15 +83,25 @@ def certified_at(model: Model, dataset: Dataset, tau: fmpq) -> bool:
 
 
 def largest_certified_temperature(model: Model, dataset: Dataset, start: fmpq,
-                                  steps: int = 16, reach: int = 40) -> fmpq | None:
+                                  steps: int = 16, reach: int = 40, progress=None) -> fmpq | None:
     """The largest τ found certified: bracket by doubling or halving from
     ``start`` (at most ``reach`` times), then ``steps`` bisections, so the
     answer is within a factor 1 + 2^-steps of the edge of the certified
-    region next to it. None: nothing certified down to start/2^reach."""
-    if certified_at(model, dataset, start):
+    region next to it. None: nothing certified down to start/2^reach.
+    ``progress(done, total, label)`` hears of every replay."""
+    tries = 0
+
+    def certified(tau: fmpq, stage: str, total: int | None) -> bool:
+        nonlocal tries
+        if progress:
+            progress(tries, total, stage)
+        tries += 1
+        return certified_at(model, dataset, tau)
+
+    if certified(start, "bracketing tau", None):
         lo = start
         for _ in range(reach):
-            if not certified_at(model, dataset, 2 * lo):
+            if not certified(2 * lo, "bracketing tau", None):
                 break
             lo *= 2
         else:
@@ -100,24 +110,25 @@ def largest_certified_temperature(model: Model, dataset: Dataset, start: fmpq,
     else:
         hi = start
         for _ in range(reach):
-            if certified_at(model, dataset, hi / 2):
+            if certified(hi / 2, "bracketing tau", None):
                 break
             hi /= 2
         else:
             return None
         lo = hi / 2
+    tries = 0
     for _ in range(steps):
         mid = (lo + hi) / 2
-        lo, hi = (mid, hi) if certified_at(model, dataset, mid) else (lo, mid)
+        lo, hi = (mid, hi) if certified(mid, "bisecting tau", steps) else (lo, mid)
     return lo
 
 
-def tightness(model: Model, dataset: Dataset) -> tuple[fmpq, fmpq, fmpq]:
+def tightness(model: Model, dataset: Dataset, progress=None) -> tuple[fmpq, fmpq, fmpq]:
     """(τ*, τ_emp, τ*/τ_emp) for a softmax model whose temperature is its
     certified τ*: τ_emp is the largest temperature at which the rigorous
     enclosure still shows exact interpolation, so the ratio says how much
     the noise bound gives away."""
-    tau_emp = largest_certified_temperature(model, dataset, model.temperature)
+    tau_emp = largest_certified_temperature(model, dataset, model.temperature, progress=progress)
     return model.temperature, tau_emp, model.temperature / tau_emp
 
 
@@ -134,7 +145,7 @@ def audit(model: Model, dataset: Dataset, progress=None, temperature: fmpq | Non
         if step.layer != "sa":
             continue
         if progress:
-            progress(step.block + 1, len(model.blocks))
+            progress(step.block + 1, len(model.blocks), "replay")
         if step.uniform:
             uniform.append(step.block)
         if step.attention is not None:
@@ -142,7 +153,7 @@ def audit(model: Model, dataset: Dataset, progress=None, temperature: fmpq | Non
             ties = tuple((p.index, i) for p, row in zip(dataset.pairs, step.attention)
                          for i, a in enumerate(row) if len(a.argmax) > 1)
             layers.append(AttentionLayer(step.block, min(gaps) if gaps else None, ties, step.attention))
-    largest = largest_certified_temperature(model, dataset, tau) if softmax else None
+    largest = largest_certified_temperature(model, dataset, tau, progress=progress) if softmax else None
     return AuditReport(verdicts(dataset, replay.sequences()), tuple(layers), tuple(uniform),
                        measure(model, dataset, "1.8" if softmax else "1.6"), tau, largest, dataset.warnings)
 

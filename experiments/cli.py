@@ -7,20 +7,16 @@ imported inside the command, and its absence is one ``error:`` line (exit 2).
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import sys
 from importlib import import_module
 from pathlib import Path
 
 from tfcert.errors import InputError
 
 MODULES = {"intrinsic-dim": "intrinsic_dim", "triangle": "triangle"}
-NEED_TORCH = "the experiments need PyTorch: pip install torch==2.13.0 'tfcert[experiments]'"
+NEED_TORCH = "the experiments need PyTorch: pip install torch==2.13.0 (the CPU build; any torch >= 2.1 works)"
 
 
-def _log(line: str) -> None:
-    print(line, file=sys.stderr, flush=True)
 
 
 def _device(torch, name: str):
@@ -41,13 +37,16 @@ def _run(args: argparse.Namespace) -> int:
     except ImportError:
         raise InputError(NEED_TORCH) from None
     from tfcert.experiments.report import table, write
+    from tfcert.progress import Status
+    from tfcert.report import json_text
 
     device = _device(torch, args.device)
     module = import_module(f"tfcert.experiments.{MODULES[args.experiment]}")
-    result = module.run(module.QUICK if args.quick else module.FULL, args.seed, device, _log)
+    with Status("experiment") as status:  # training progress: one redrawn line on a terminal
+        result = module.run(module.QUICK if args.quick else module.FULL, args.seed, device, status.line)
     doc = write(result, Path(args.out), "D" if args.experiment == "intrinsic-dim" else "T", module.series)
     if args.json:
-        print(json.dumps(doc, indent=1))
+        print(json_text(doc))
     else:
         print(table(result))
         print(f"\nwrote {doc['files']['png']} and {doc['files']['json']}")
@@ -65,5 +64,5 @@ def register(sub) -> None:
                        help=f"where {name}.png and {name}.json go (default tfcert-experiments)")
         q.add_argument("--json", action="store_true", help="print one JSON document on stdout")
         q.add_argument("--seed", type=int, default=0, help="seed of initialisation and data (default 0)")
-        q.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
+        q.add_argument("--device", choices=["cpu", "cuda"], default="cpu", help="where to train (default cpu)")
         q.set_defaults(func=_run)

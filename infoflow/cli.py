@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import argparse
-import json
 
 from tfcert.errors import InputError
 from tfcert.infoflow.architecture import Architecture, parse_heads
@@ -10,6 +9,7 @@ from tfcert.infoflow.search import MinHeads, Prediction, min_heads, predict
 from tfcert.infoflow.table import TABLE_T, predictions_table
 from tfcert.infoflow.targets import Target, parse_target
 from tfcert.infoflow.witness import Derivation
+from tfcert.report import json_text
 
 
 def _int(option: str, text: str) -> int:
@@ -56,7 +56,7 @@ def _predict(args: argparse.Namespace) -> int:
                         parse_heads(args.heads), args.positional)
     p = predict(target, arch)
     if args.json:
-        print(json.dumps(_prediction_json(p), indent=2))
+        print(json_text(_prediction_json(p)))
         return 0
     t, w = p.target, p.witness
     print(f"target     {t.name}: {t.dimension} comparison(s), beta1 = {t.dimension}, "
@@ -95,7 +95,7 @@ def _min_heads(args: argparse.Namespace) -> int:
     m = min_heads(target, T, _int("--layers", args.layers), int(args.d), int(args.E),
                   args.positional)
     if args.json:
-        print(json.dumps(_min_heads_json(m), indent=2))
+        print(json_text(_min_heads_json(m)))
         return 0
     print(f"target     {target.name}, T={T}, L={m.arch.layers}")
     if m.min_heads is None:
@@ -113,7 +113,7 @@ def _min_heads(args: argparse.Namespace) -> int:
 def _table(args: argparse.Namespace) -> int:
     rows = predictions_table()
     if args.json:
-        print(json.dumps(rows, indent=2))
+        print(json_text(rows))
         return 0
     print(_rows(["prediction", "target", "architecture",
                  *(f"T={T}" for T in TABLE_T), "efficient", "expected"],
@@ -146,6 +146,6 @@ def register(sub) -> None:
     common(mh)
     mh.add_argument("--layers", required=True, help="number of layers L")
     mh.set_defaults(func=_min_heads)
-    tb = isub.add_parser("table", help="the predictions table of INFOFLOW.md")
+    tb = isub.add_parser("table", help="the predictions table (Yu-Jiang-Bao-Li, arXiv 2605.17930), computed by the search")
     tb.add_argument("--json", action="store_true", help="one JSON document on stdout")
     tb.set_defaults(func=_table)

@@ -13,6 +13,8 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 REPO = Path(__file__).resolve().parent.parent
 
+pytest_plugins = ["pytester"]  # the pytest plugin's own tests run pytest in-process
+
 
 def dataset_json(d: int, pairs: list[tuple[list, list]]) -> dict:
     return {"format": "tfcert.dataset/1", "d": d,
@@ -73,4 +75,4 @@ def write_json(path: Path, value: dict) -> Path:
 
 @pytest.fixture
 def demo_dataset() -> Path:
-    return REPO / "cli" / "examples" / "demo.json"
+    return REPO / "tfcert" / "examples" / "demo.json"

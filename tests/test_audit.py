@@ -19,7 +19,7 @@ from tfcert.main import main
 @pytest.fixture(scope="module", params=["demo", "equal-means"])
 def bundle(request, tmp_path_factory) -> dict:
     tmp = tmp_path_factory.mktemp(request.param)
-    source = (REPO / "cli" / "examples" / "demo.json" if request.param == "demo"
+    source = (REPO / "tfcert" / "examples" / "demo.json" if request.param == "demo"
               else write_json(tmp / "source.json", EQUAL_MEANS))
     b = build(source)
     paths = {}

@@ -7,8 +7,8 @@ import json
 from tfcert.main import main
 
 
-def test_bench_quick_json(capsys):
-    assert main(["bench", "--quick", "--json"]) == 0
+def test_bench_quick_json(capsys, tmp_path):
+    assert main(["bench", "--quick", "--json", "--out", str(tmp_path)]) == 0
     doc = json.loads(capsys.readouterr().out)
     (row,) = doc["results"]
     assert row["verified"] is True

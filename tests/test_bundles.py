@@ -23,7 +23,7 @@ def test_bundle_verifies(name, capsys):
 @pytest.mark.parametrize("name", sorted(MANIFEST))
 def test_bundle_rebuilds_byte_for_byte(name, tmp_path):
     spec = MANIFEST[name]
-    source = REPO / "cli" / "examples" / spec["dataset"]
+    source = REPO / "tfcert" / "examples" / spec["dataset"]
     assert main(["construct", str(source), "-o", str(tmp_path), "--attention", spec["attention"],
                  "--width", str(spec["width"])]) == 0
     for file in ("dataset.json", "model.json", "certificate.json"):

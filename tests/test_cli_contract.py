@@ -1,4 +1,4 @@
-"""The command-line contract (DESIGN.md §7): one JSON document for --json,
+"""The command-line contract: one JSON document for --json,
 JUnit XML for CI, the verdict line, demo, determinism of construct, --width,
 and a quiet exit when stdout's reader goes away."""
 from __future__ import annotations
@@ -16,7 +16,7 @@ from conftest import REPO
 
 from tfcert.main import main
 
-DEMO = REPO / "cli" / "examples" / "demo.json"
+DEMO = REPO / "tfcert" / "examples" / "demo.json"
 FILES = ("dataset.json", "model.json", "certificate.json")
 
 

@@ -30,7 +30,7 @@ NAMES = ["demo", "equal-means"]
 @pytest.fixture(scope="module")
 def bundles(tmp_path_factory) -> dict[str, dict]:
     tmp = tmp_path_factory.mktemp("datasets")
-    sources = {"demo": REPO / "cli" / "examples" / "demo.json",
+    sources = {"demo": REPO / "tfcert" / "examples" / "demo.json",
                "equal-means": write_json(tmp / "equal-means.json", EQUAL_MEANS)}
     out = {}
     for name, path in sources.items():

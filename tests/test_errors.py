@@ -34,7 +34,7 @@ FAST = settings(max_examples=40, deadline=None,
 @pytest.fixture(scope="module")
 def bundle_values():
     """The demo bundle as JSON values (dataset, model, certificate)."""
-    demo = Path(__file__).resolve().parent.parent / "cli" / "examples" / "demo.json"
+    demo = Path(__file__).resolve().parent.parent / "tfcert" / "examples" / "demo.json"
     b = build(demo)
     return {name: json.loads(data) for name, data in b.files.items()}
 
@@ -622,7 +622,7 @@ def test_construct_bad_input_leaves_existing_bundle_alone(tmp_path, capsys, demo
     assert run(["construct", demo_dataset, "-o", out_dir], capsys)[0] == 0
     before = {f: (out_dir / f).read_bytes() for f in BUNDLE_FILES}
     bad = write_raw(tmp_path / "bad.json", demo_dataset.read_text().replace('"1/2"', '"1/0"', 1))
-    rc, out, err = run(["construct", bad, "-o", out_dir], capsys)
+    rc, out, err = run(["construct", bad, "-o", out_dir, "--force"], capsys)
     assert_input_error(rc, out, err, bad)
     assert {f: (out_dir / f).read_bytes() for f in BUNDLE_FILES} == before
     assert sorted(os.listdir(out_dir)) == sorted(BUNDLE_FILES)

@@ -30,7 +30,7 @@ def test_missing_torch_is_one_error_line(monkeypatch, capsys, tmp_path):
         out, err = capsys.readouterr()
         assert out == ""
         assert _error_lines(err) == ["error: the experiments need PyTorch: "
-                                     "pip install torch==2.13.0 'tfcert[experiments]'"]
+                                     "pip install torch==2.13.0 (the CPU build; any torch >= 2.1 works)"]
 
 
 def test_cli_import_does_not_import_torch():
@@ -71,7 +71,7 @@ def test_quick_mode_end_to_end(torch, capsys, tmp_path, name):
     assert main(["experiment", name, "--quick", "--json", "--out", str(tmp_path)]) == 0
     out, err = capsys.readouterr()
     doc = json.loads(out)
-    assert "step" in err and "loss" in err  # progress goes to stderr
+    assert "step" not in err  # training progress is drawn only on a terminal
     assert doc["experiment"] == name and doc["quick"] is True and doc["seed"] == 0
     assert doc["rows"]
     for row in doc["rows"]:

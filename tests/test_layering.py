@@ -113,3 +113,10 @@ def code_lines(path: Path) -> int:
 def test_trusted_base_stays_small():
     """DESIGN.md §8: the checker a user must trust stays under ~1500 lines."""
     assert sum(code_lines(p) for p in SOURCES) < 1500
+
+
+def test_verify_imports_nothing_of_tfcert_outside_itself():
+    """The trusted base is all of verify/: even its error type lives there."""
+    bad = [f"{p.relative_to(REPO)}:{line}: imports {m}" for p in SOURCES for line, m in imported_modules(p)
+           if (m == "tfcert" or m.startswith("tfcert.")) and not hits(m, ("tfcert.verify",))]
+    assert bad == [], "\n".join(bad)

@@ -7,12 +7,13 @@ copy of the tokens.
 """
 from __future__ import annotations
 
+import time
 from collections import defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from tfcert.errors import InputError
+from tfcert.verify.errors import InputError
 from tfcert.verify.claims import Context, argmax, clusters, exact, hat, separation, size, snap, tau_star, uniform
 from tfcert.verify.claims import float as float_claim
 from tfcert.verify.evaluate import Replay, Step
@@ -30,6 +31,7 @@ class Result:
     block: int | None
     where: str
     failures: tuple[str, ...]
+    seconds: float = field(default=0.0, compare=False)  # spent checking it (JUnit's time)
 
     @property
     def ok(self) -> bool:
@@ -129,11 +131,12 @@ def replay_claims(ctx: Context, claims: list[_Parsed], progress=None) -> list[Re
             return Result(item.phase, item.module.KIND, item.block, item.where,
                           (f"block {step.block} {step.layer}: tokens are enclosures, not exact points; "
                            f"a {item.module.KIND} claim cannot be checked there",))
+        start = time.perf_counter()
         try:
             failures = tuple(item.module.check(item.claim, ctx, step))
         except ArithmeticError as exc:  # an enclosure out of range proves nothing
             failures = (f"not checked: {exc}",)
-        return Result(item.phase, item.module.KIND, item.block, item.where, failures)
+        return Result(item.phase, item.module.KIND, item.block, item.where, failures, time.perf_counter() - start)
 
     done = {id(c): run(c, None) for c in claims if c.module.LAYER is None}
     at: dict[tuple, list[_Parsed]] = defaultdict(list)

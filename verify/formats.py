@@ -13,7 +13,7 @@ from pathlib import Path
 
 from flint import fmpq
 
-from tfcert.errors import InputError
+from tfcert.verify.errors import InputError
 from tfcert.verify.numbers import MAX_DIGITS, FloatLiteral, Vec, fmt, parse_number, parse_vector
 
 DATASET_FORMAT = "tfcert.dataset/1"

@@ -11,7 +11,7 @@ import re
 
 from flint import fmpq
 
-from tfcert.errors import InputError
+from tfcert.verify.errors import InputError
 
 Vec = tuple  # tuple[fmpq, ...]; a token of R^d
 
@@ -21,6 +21,9 @@ MAX_EXPONENT = 4000  # largest |e| accepted in "xe±e"
 # re.ASCII: \d must not match other scripts' digits ("١", "５"), which int() would accept
 _FRACTION = re.compile(r"([+-]?\d+)/(\d+)", re.ASCII)
 _DECIMAL = re.compile(r"([+-]?)(\d*)(?:\.(\d*))?(?:[eE]([+-]?\d+))?", re.ASCII)
+
+
+_JSON_NAMES = {type(None): "null", dict: "an object", list: "a list"}  # as the file says it
 
 
 class FloatLiteral(str):
@@ -36,7 +39,7 @@ def parse_number(value: object, where: str) -> fmpq:
             raise InputError(f"{where}: number too large")
         return fmpq(value)
     if not isinstance(value, str):
-        raise InputError(f"{where}: expected a number, got {type(value).__name__}")
+        raise InputError(f"{where}: expected a number, got {_JSON_NAMES.get(type(value), type(value).__name__)}")
     text = value.strip()
     if not text:
         raise InputError(f"{where}: empty string is not a number")

@@ -10,7 +10,7 @@ from functools import cached_property
 
 from flint import fmpq
 
-from tfcert.errors import InputError
+from tfcert.verify.errors import InputError
 from tfcert.verify.formats import Dataset, Model, array, integer, number
 
 

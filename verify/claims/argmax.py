@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from flint import fmpq
 
-from tfcert.errors import InputError
+from tfcert.verify.errors import InputError
 from tfcert.verify.claims import Context, block_of, optional_number, stated
 from tfcert.verify.formats import array, integer
 

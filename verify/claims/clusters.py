@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from tfcert.errors import InputError
+from tfcert.verify.errors import InputError
 from tfcert.verify.claims import Context, block_of, stated
 from tfcert.verify.formats import array, integer
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from flint import fmpq
 
-from tfcert.errors import InputError
+from tfcert.verify.errors import InputError
 from tfcert.verify.claims import Context, block_of, stated, token_ref
 from tfcert.verify.formats import array, integer, number, vector
 from tfcert.verify.numbers import Vec

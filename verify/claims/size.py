@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from tfcert.errors import InputError
+from tfcert.verify.errors import InputError
 from tfcert.verify.claims import Context, stated
 from tfcert.verify.formats import Dataset, Model, integer, obj
 

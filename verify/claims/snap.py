@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import z3
 from flint import fmpq
 
-from tfcert.errors import InputError
+from tfcert.verify.errors import InputError
 from tfcert.verify.claims import Context, block_of, stated, token_ref
 from tfcert.verify.enclose import coordinate_range, is_point
 from tfcert.verify.formats import FF, array, integer, number, vector

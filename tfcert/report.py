@@ -2,6 +2,7 @@
 or a JUnit XML file — the forms CI pipelines read."""
 from __future__ import annotations
 
+import json
 from collections import Counter, OrderedDict
 from xml.etree import ElementTree as ET
 
@@ -30,6 +31,11 @@ def human(report: Report) -> str:
     return "\n".join(lines)
 
 
+def json_text(doc: object) -> str:
+    """Every ``--json`` output is written this one way."""
+    return json.dumps(doc, indent=2, ensure_ascii=False)
+
+
 def as_json(report: Report) -> dict:
     return {"ok": report.ok, "claims": len(report.results),
             "failed": sum(not r.ok for r in report.results),
@@ -38,19 +44,34 @@ def as_json(report: Report) -> dict:
 
 
 def junit(report: Report) -> bytes:
+    return ET.tostring(junit_suite(report), encoding="utf-8", xml_declaration=True)
+
+
+def junit_suites(reports: list[tuple[str, Report]]) -> bytes:
+    """Several bundles' reports: one ``testsuite`` each under ``testsuites``."""
+    root = ET.Element("testsuites", tests=str(sum(len(r.results) for _, r in reports)),
+                      failures=str(sum(not x.ok for _, r in reports for x in r.results)), errors="0")
+    for name, report in reports:
+        root.append(junit_suite(report, name))
+    return ET.tostring(root, encoding="utf-8", xml_declaration=True)
+
+
+def junit_suite(report: Report, name: str = "tfcert.verify") -> ET.Element:
+    """One testcase per claim, its ``time`` the seconds spent checking it."""
     failed = sum(not r.ok for r in report.results)
-    suite = ET.Element("testsuite", name="tfcert.verify", tests=str(len(report.results)),
-                       failures=str(failed), errors="0")
+    seconds = sum(r.seconds for r in report.results)
+    suite = ET.Element("testsuite", name=name, tests=str(len(report.results)),
+                       failures=str(failed), errors="0", time=f"{seconds:.6f}")
     # several hats can share a block (--width > 4): CI tools merge testcases
     # with equal names, so a repeated name gets the claim's JSON path
     counts = Counter(_name(r) for r in report.results)
     for r in report.results:
         name = _name(r) if counts[_name(r)] == 1 else f"{_name(r)} ({r.where.rsplit(': ', 1)[-1]})"
-        case = ET.SubElement(suite, "testcase", classname=f"tfcert.{r.phase}", name=name)
+        case = ET.SubElement(suite, "testcase", classname=f"tfcert.{r.phase}", name=name, time=f"{r.seconds:.6f}")
         if r.failures:
             failure = ET.SubElement(case, "failure", message=r.failures[0])
             failure.text = "\n".join([r.where, *r.failures])
-    return ET.tostring(suite, encoding="utf-8", xml_declaration=True)
+    return suite
 
 
 def phase_table(construction) -> str:

@@ -3,13 +3,16 @@ of the same model, measured in one run and reported as ratios (absolute
 seconds depend on the machine; ratios travel)."""
 from __future__ import annotations
 
-import json
 import random
 import time
+from pathlib import Path
 
 import numpy as np
 
 from tfcert.construct.build import certificate, construct, model_bytes
+from tfcert.errors import InputError
+from tfcert.progress import Bar
+from tfcert.report import json_text
 from tfcert.verify.check import verify
 from tfcert.verify.claims.size import parameters
 from tfcert.verify.formats import Model, dumps, parse_document, read_dataset
@@ -86,20 +89,70 @@ def width_tradeoff(shape: tuple[int, int, int, int]) -> list[dict]:
     return rows
 
 
-def run_bench(quick: bool, as_json: bool) -> int:
+def draw(rows: list[dict], trade: list[dict], out: Path) -> dict[str, str]:
+    """scaling.png: seconds per shape for the three stages; width.png: blocks
+    and parameters against --width."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise InputError(f"{out}: cannot create: {exc.strerror or exc}") from None
+    fig, ax = plt.subplots(figsize=(6.4, 3.8))
+    for key, label, marker in (("construct_s", "construct + certify", "o"), ("verify_s", "verify (exact)", "s"),
+                               ("float64_forward_s", "dense float64 forward", "^")):
+        ax.plot([r["claims"] for r in rows], [max(r[key], 1e-4) for r in rows], marker=marker, label=label)
+    for r in rows:
+        ax.annotate(f"N={r['N']} n={r['n']} m={r['m']} d={r['d']}", (r["claims"], r["verify_s"]),
+                    textcoords="offset points", xytext=(4, 4), fontsize=7)
+    ax.set(xscale="log", yscale="log", xlabel="claims in the certificate", ylabel="seconds",
+           title="tfcert bench: exact certification against a float64 pass")
+    ax.grid(alpha=0.3, which="both")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(out / "scaling.png", dpi=110)
+    plt.close(fig)
+    fig, ax = plt.subplots(figsize=(6.4, 3.8))
+    widths = [r["width"] for r in trade]
+    lines = ax.plot(widths, [r["blocks"] for r in trade], marker="o", label="blocks")
+    ax.set(xscale="log", xlabel="--width (FF units per layer)", ylabel="blocks")
+    ax.set_xticks(widths, [str(w) for w in widths])
+    ax.minorticks_off()
+    twin = ax.twinx()
+    lines += twin.plot(widths, [r["parameters"] for r in trade], marker="s", color="C1", label="parameters")
+    twin.set_ylabel("parameters")
+    ax.legend(handles=lines, fontsize=8, loc="upper right")
+    ax.set_title("width trade-off (N=%d n=%d m=%d d=%d)" % SHAPES["quick"][0], fontsize=10)
+    ax.grid(alpha=0.3, which="both")
+    fig.tight_layout()
+    fig.savefig(out / "width.png", dpi=110)
+    plt.close(fig)
+    return {"scaling": str(out / "scaling.png"), "width": str(out / "width.png")}
+
+
+def run_bench(quick: bool, as_json: bool, out: str | Path = "tfcert-bench") -> int:
     rows = []
-    for shape in SHAPES["quick" if quick else "full"]:
-        rows.append(measure(shape))
-        if not as_json:
-            r = rows[-1]
-            print(f"N={r['N']:>3} n={r['n']:>2} m={r['m']:>2} d={r['d']:>2}: blocks {r['blocks']:>4}, "
-                  f"construct {r['construct_s']:.2f}s, verify {r['verify_s']:.2f}s "
-                  f"({'ok' if r['verified'] else 'FAILED'}), float64 forward {r['float64_forward_s']:.3f}s, "
-                  f"verify/float64 = {r['verify_over_float64']:.1f}x", flush=True)
-    trade = width_tradeoff(SHAPES["quick"][0])
+    shapes = SHAPES["quick" if quick else "full"]
+    with Bar("bench", unit="shape") as bar:
+        for i, shape in enumerate(shapes):
+            bar(i, len(shapes), "N=%d n=%d m=%d d=%d" % shape)
+            rows.append(measure(shape))
+            if not as_json:
+                r = rows[-1]
+                print(f"N={r['N']:>3} n={r['n']:>2} m={r['m']:>2} d={r['d']:>2}: blocks {r['blocks']:>4}, "
+                      f"construct {r['construct_s']:.2f}s, verify {r['verify_s']:.2f}s "
+                      f"({'ok' if r['verified'] else 'FAILED'}), float64 forward {r['float64_forward_s']:.3f}s, "
+                      f"verify/float64 = {r['verify_over_float64']:.1f}x", flush=True)
+        bar(len(shapes), len(shapes), "width trade-off")
+        trade = width_tradeoff(SHAPES["quick"][0])
+    files = draw(rows, trade, Path(out))
     if as_json:
-        print(json.dumps({"results": rows, "width_tradeoff": trade}, indent=1))
+        print(json_text({"results": rows, "width_tradeoff": trade, "files": files}))
     else:
         print("width trade-off (N=%d n=%d m=%d d=%d): " % SHAPES["quick"][0]
               + ", ".join(f"width {r['width']} → {r['blocks']} blocks, {r['parameters']} parameters" for r in trade))
+        print(f"wrote {files['scaling']} and {files['width']}")
     return 0 if all(r["verified"] for r in rows) else 1

@@ -1,0 +1,91 @@
+"""The notebook API: tfcert.construct / verify / audit on numpy arrays,
+lists, paths and bundles; float64 values read exactly; HTML tables."""
+from __future__ import annotations
+
+import json
+from fractions import Fraction
+
+import numpy as np
+import pytest
+from conftest import REPO
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import tfcert
+from tfcert.api import Bundle, Report, dataset_json, number_text
+from tfcert.errors import InputError
+
+HARDMAX = REPO / "certificates" / "demo-hardmax"
+PAIRS = [(np.array([[1.0, 0.0], [0.0, 0.5], [0.1, 3.0]]), np.array([[3.0, -1.25]])),
+         ([[1, 0], [-1, 1]], [[0, 0], ["1/3", 2]])]
+
+
+@pytest.fixture(scope="module")
+def bundle() -> Bundle:
+    return tfcert.construct(PAIRS)
+
+
+@given(st.floats(allow_nan=False, allow_infinity=False))
+@settings(max_examples=200, deadline=None)
+def test_float64_read_exactly(x):
+    assert Fraction(number_text(np.float64(x), "x")) == Fraction(x)
+
+
+def test_non_finite_and_booleans_refused():
+    for bad in (float("nan"), np.inf, True):
+        with pytest.raises(InputError):
+            number_text(bad, "x")
+
+
+def test_dataset_from_arrays_and_lists():
+    value = dataset_json(PAIRS)
+    assert value["d"] == 2 and value["pairs"][0]["input"][2][0] == "3602879701896397/36028797018963968"  # 0.1
+    assert value["pairs"][1]["output"] == [["0", "0"], ["1/3", "2"]]
+
+
+def test_construct_verify_audit(bundle, tmp_path):
+    assert isinstance(bundle, Bundle) and bundle.report.ok
+    report = tfcert.verify(bundle)
+    assert isinstance(report, Report) and report.ok and report.failures == []
+    assert report.to_json()["claims"] == len(report.results)
+    assert "claims checked: all claims hold" in str(report)
+    audit = tfcert.audit(bundle)
+    assert audit.interpolates and audit.to_json()["interpolates"] is True
+    folder = bundle.write(tmp_path / "b")
+    assert tfcert.verify(folder).ok
+    assert tfcert.verify(folder / "model.json", folder / "dataset.json", folder / "certificate.json").ok
+    assert tfcert.audit(folder / "model.json", PAIRS).interpolates  # the dataset as arrays again
+    with pytest.raises(InputError, match="already holds a bundle"):
+        bundle.write(folder)
+    bundle.write(folder, force=True)
+
+
+def test_softmax_and_temperature():
+    b = tfcert.construct(PAIRS[:1], attention="softmax")
+    tau = Fraction(b.certificate["tau_star"])
+    assert tfcert.audit(b, temperature=tau / 2).interpolates
+
+
+def test_html(bundle, tmp_path):
+    assert bundle._repr_html_().startswith("<table>") and "interpolation" in bundle._repr_html_()
+    assert "all claims hold" in tfcert.verify(bundle)._repr_html_()
+    assert "<td>exact</td>" in tfcert.audit(bundle)._repr_html_()
+    cert = json.loads((HARDMAX / "certificate.json").read_text())
+    cert["phases"][1]["claims"][1]["min_gap"] = "1"
+    (tmp_path / "certificate.json").write_text(json.dumps(cert))
+    failing = tfcert.verify(HARDMAX / "model.json", HARDMAX / "dataset.json", tmp_path / "certificate.json")
+    assert not failing.ok and "FAIL: min_gap" in failing._repr_html_()
+
+
+def test_subpackages_stay_packages():
+    """The callable subpackages still import as packages."""
+    import tfcert.construct.build
+    import tfcert.verify.check
+
+    assert callable(tfcert.construct) and callable(tfcert.verify) and callable(tfcert.audit)
+    assert tfcert.verify.check.verify is not None and tfcert.construct.build.construct is not None
+
+
+def test_missing_arguments():
+    with pytest.raises(InputError, match="required"):
+        tfcert.verify(HARDMAX / "model.json")

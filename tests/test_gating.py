@@ -1,0 +1,88 @@
+"""The CI gate documented in docs/ci/: the GitHub Actions workflow's command
+lines and the pre-commit hook's entry, run on a temporary git repository
+holding bundles — they pass on good bundles and fail on a corrupted one."""
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from xml.etree import ElementTree as ET
+
+import pytest
+from conftest import REPO
+
+CI = REPO / "docs" / "ci"
+HARDMAX = REPO / "certificates" / "demo-hardmax"
+
+
+def workflow_commands() -> list[str]:
+    """The workflow's ``run:`` lines, less the installation (tfcert is installed here)."""
+    runs = re.findall(r"^\s*run:\s*(.+)$", (CI / "tfcert.yml").read_text(), re.MULTILINE)
+    return [r.strip() for r in runs if "pip install" not in r]
+
+
+def hook_command() -> str:
+    text = (CI / "pre-commit-config.yaml").read_text()
+    assert re.search(r"^\s*pass_filenames:\s*false\s*$", text, re.MULTILINE)
+    assert re.search(r"^\s*language:\s*system\s*$", text, re.MULTILINE)
+    return re.search(r"^\s*entry:\s*(.+)$", text, re.MULTILINE).group(1).strip()
+
+
+@pytest.fixture
+def repo(tmp_path) -> Path:
+    root = tmp_path / "repo"
+    shutil.copytree(HARDMAX, root / "models" / "demo")
+    shutil.copytree(REPO / "certificates" / "demo-softmax", root / "models" / "soft")
+    (root / "README.md").write_text("a project gated on its bundles\n")
+    env = {**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t",
+           "GIT_COMMITTER_EMAIL": "t@t"}
+    for argv in (["init", "-q"], ["add", "-A"], ["commit", "-qm", "bundles"]):
+        subprocess.run(["git", *argv], cwd=root, check=True, env=env, capture_output=True)
+    return root
+
+
+def sh(command: str, cwd: Path) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
+    return subprocess.run(["bash", "-c", command], cwd=cwd, env=env, capture_output=True, text=True, timeout=300)
+
+
+def corrupt(folder: Path) -> None:
+    cert = json.loads((folder / "certificate.json").read_text())
+    hat = next(c for p in cert["phases"] for c in p["claims"] if c["kind"] == "hat")
+    hat["margin"] = "12345"
+    (folder / "certificate.json").write_text(json.dumps(cert))
+
+
+def test_workflow_gates_a_repository(repo):
+    commands = workflow_commands()
+    assert commands and any(c.startswith("tfcert check") for c in commands)
+    for command in commands:
+        proc = sh(command, repo)
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+    suites = ET.parse(repo / "tfcert-junit.xml").getroot()
+    assert suites.get("failures") == "0" and len(suites.findall("testsuite")) == 2
+    corrupt(repo / "models" / "demo")
+    results = [sh(c, repo) for c in commands]
+    assert any(p.returncode == 1 for p in results)
+    suites = ET.parse(repo / "tfcert-junit.xml").getroot()
+    failed = [c.get("name") for c in suites.iter("testcase") if c.find("failure") is not None]
+    assert suites.get("failures") == "1" and failed == ["leaders/hat/block 1"]
+
+
+def test_pre_commit_hook_gates_a_repository(repo):
+    command = hook_command()
+    proc = sh(command, repo)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "2 bundle(s): all verify" in proc.stdout
+    corrupt(repo / "models" / "soft")
+    proc = sh(command, repo)
+    assert proc.returncode == 1 and "FAIL models/soft" in proc.stdout and "margin: stated 12345" in proc.stdout
+
+
+def test_check_without_bundles_is_an_input_error(tmp_path):
+    proc = sh("tfcert check", tmp_path)
+    assert proc.returncode == 2 and proc.stderr.startswith("error:") and "no bundle folders" in proc.stderr

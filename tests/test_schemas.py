@@ -1,0 +1,124 @@
+"""The shipped JSON Schemas: valid schemas, every file format and every
+``--json`` output validates against its schema, and ``tfcert schema``
+prints them."""
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import jsonschema
+import pytest
+from conftest import REPO
+
+from tfcert.main import main
+from tfcert.schemas import load_schema, names
+
+CERTS = REPO / "certificates"
+HARDMAX, SOFTMAX = CERTS / "demo-hardmax", CERTS / "demo-softmax"
+DEMO = REPO / "tfcert" / "examples" / "demo.json"
+
+
+def validate(doc: object, name: str) -> None:
+    schema = load_schema(name)
+    jsonschema.Draft202012Validator(schema, format_checker=jsonschema.FormatChecker()).validate(doc)
+
+
+def json_out(argv: list, capsys) -> object:
+    capsys.readouterr()
+    rc = main([str(a) for a in argv])
+    out = capsys.readouterr().out
+    assert rc in (0, 1), out
+    return json.loads(out)
+
+
+def test_every_schema_is_a_valid_schema():
+    assert {"dataset", "model", "certificate", "verify-output", "audit-output", "construct-output", "check-output",
+            "plot-output", "bench-output", "infoflow-predict-output", "infoflow-min-heads-output",
+            "infoflow-table-output", "experiment-output"} == set(names())
+    for name in names():
+        jsonschema.Draft202012Validator.check_schema(load_schema(name))
+
+
+@pytest.mark.parametrize("path", sorted(CERTS.glob("*/*.json")) + sorted((REPO / "tfcert" / "examples").glob("*.json")),
+                         ids=lambda p: str(p.relative_to(REPO)))
+def test_every_shipped_file_validates(path):
+    validate(json.loads(path.read_text()), path.stem if path.parent.parent == CERTS else "dataset")
+
+
+def test_schemas_refuse_what_the_readers_refuse():
+    model = json.loads((SOFTMAX / "model.json").read_text())
+    del model["temperature"]
+    with pytest.raises(jsonschema.ValidationError):
+        validate(model, "model")
+    data = json.loads(DEMO.read_text())
+    data["pairs"][0]["input"][0][0] = None
+    with pytest.raises(jsonschema.ValidationError):
+        validate(data, "dataset")
+
+
+def test_cli_outputs_validate(tmp_path, capsys):
+    validate(json_out(["construct", DEMO, "-o", tmp_path / "b", "--json"], capsys), "construct-output")
+    for folder in (HARDMAX, SOFTMAX):
+        validate(json_out(["verify", folder, "--json"], capsys), "verify-output")
+        validate(json_out(["audit", folder, "--json"], capsys), "audit-output")
+    bad = tmp_path / "bad"
+    shutil.copytree(HARDMAX, bad)
+    cert = json.loads((bad / "certificate.json").read_text())
+    cert["phases"][-1]["claims"][-1]["blocks"] = 1
+    (bad / "certificate.json").write_text(json.dumps(cert))
+    failing = json_out(["verify", bad, "--json"], capsys)
+    assert failing["ok"] is False
+    validate(failing, "verify-output")
+    validate(json_out(["check", CERTS, "--json"], capsys), "check-output")
+    validate(json_out(["plot", HARDMAX, "-o", tmp_path / "p", "--json"], capsys), "plot-output")
+    validate(json_out(["bench", "--quick", "--json", "--out", tmp_path / "bench"], capsys), "bench-output")
+
+
+def test_audit_output_with_failures_validates(tmp_path, capsys):
+    """A model that does not interpolate: FAIL verdicts and Hausdorff distances."""
+    data = json.loads((HARDMAX / "dataset.json").read_text())
+    data["pairs"][0]["output"][0][0] = "7"
+    (tmp_path / "d.json").write_text(json.dumps(data))
+    doc = json_out(["audit", "--model", HARDMAX / "model.json", "--dataset", tmp_path / "d.json", "--json"], capsys)
+    assert doc["interpolates"] is False
+    validate(doc, "audit-output")
+
+
+def test_infoflow_outputs_validate(capsys):
+    validate(json_out(["infoflow", "predict", "--target", "pairwise-min", "--T", "16", "--heads", "1,1", "--json"],
+                      capsys), "infoflow-predict-output")
+    validate(json_out(["infoflow", "predict", "--target", "pairwise-min", "--T", "16", "--heads", "1", "--json"],
+                      capsys), "infoflow-predict-output")
+    validate(json_out(["infoflow", "min-heads", "--target", "intrinsic-dim:D=2", "--layers", "2", "--T", "8",
+                       "--json"], capsys), "infoflow-min-heads-output")
+
+
+def test_infoflow_table_validates(monkeypatch, capsys):
+    """The table's rows, from a cheaper T grid (the full table has its own test)."""
+    from tfcert.infoflow import table
+
+    monkeypatch.setattr(table, "TABLE_T", (4,))
+    monkeypatch.setattr("tfcert.infoflow.cli.TABLE_T", (4,))
+    validate(json_out(["infoflow", "table", "--json"], capsys), "infoflow-table-output")
+
+
+def test_experiment_output_validates(monkeypatch, capsys, tmp_path):
+    pytest.importorskip("torch")
+    from tfcert.experiments import triangle
+    from tfcert.experiments.train import TrainConfig
+
+    monkeypatch.setattr(triangle, "QUICK", triangle.Grid((3,), (((1, 1), 8),), TrainConfig(2, 8, 1e-3, 16, 0),
+                                                         quick=True))
+    doc = json_out(["experiment", "triangle", "--quick", "--json", "--out", tmp_path], capsys)
+    validate(doc, "experiment-output")
+    validate(json.loads(Path(doc["files"]["json"]).read_text()), "experiment-output")
+
+
+def test_schema_command(capsys):
+    assert main(["schema"]) == 0
+    assert capsys.readouterr().out.split() == names()
+    assert main(["schema", "certificate"]) == 0
+    assert json.loads(capsys.readouterr().out) == load_schema("certificate")
+    assert main(["schema", "nope"]) == 2
+    assert "unknown" in capsys.readouterr().err

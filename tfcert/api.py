@@ -1,0 +1,256 @@
+"""The notebook API, mirroring the command line:
+
+    bundle = tfcert.construct([(X1, Y1), (X2, Y2)])   # numpy arrays or lists
+    report = tfcert.verify(bundle)                    # or a folder, or three paths
+    audit = tfcert.audit("some/model.json", "data.json")
+
+Datasets can be numpy arrays: float64 values are read exactly (every binary
+float is a rational with a power-of-two denominator, written as "p/q"), so
+the certificate speaks about the numbers the array holds, not about rounded
+decimals. Reports render as tables in Jupyter (``_repr_html_``).
+"""
+from __future__ import annotations
+
+import html
+import json
+from dataclasses import dataclass, field
+from fractions import Fraction
+from numbers import Integral, Real
+from pathlib import Path
+
+from tfcert.errors import InputError
+from tfcert.files import bundle_file, load
+from tfcert.verify import check
+from tfcert.verify.formats import DATASET_FORMAT, Document, dumps, parse_document, read_dataset
+
+SLOTS = ("model", "dataset", "certificate")
+
+
+# ---------------------------------------------------------------- datasets
+
+def number_text(x: object, where: str) -> str:
+    """One value as exact text: integers as they are, floats by their exact binary value."""
+    if isinstance(x, str):
+        return x
+    if isinstance(x, bool):
+        raise InputError(f"{where}: expected a number, got a boolean")
+    if isinstance(x, Integral):
+        return str(int(x))
+    if isinstance(x, (Fraction, Real)) or hasattr(x, "__float__"):
+        if not isinstance(x, Fraction):
+            value = float(x)
+            if value != value or value in (float("inf"), float("-inf")):
+                raise InputError(f"{where}: {value} is not a finite number")
+            x = Fraction(value)  # exact: a float is a dyadic rational
+        return str(x.numerator) if x.denominator == 1 else f"{x.numerator}/{x.denominator}"
+    raise InputError(f"{where}: expected a number, got {type(x).__name__}")
+
+
+def _tokens(seq, where: str) -> list[list[str]]:
+    """An n × d array or list of tokens (numpy scalars are numbers.Real / Integral)."""
+    return [[number_text(v, f"{where}[{i}][{k}]") for k, v in enumerate(row)] for i, row in enumerate(seq)]
+
+
+def dataset_json(pairs) -> dict:
+    """A dataset value from ``[(inputs, outputs), ...]`` (each an n × d array
+    or list of tokens) or ``[{"input": ..., "output": ...}, ...]``."""
+    out = []
+    for j, pair in enumerate(pairs):
+        X, Y = (pair["input"], pair["output"]) if isinstance(pair, dict) else pair
+        out.append({"input": _tokens(X, f"pairs[{j}].input"), "output": _tokens(Y, f"pairs[{j}].output")})
+    if not out:
+        raise InputError("pairs: the dataset has no pairs")
+    d = len(out[0]["input"][0]) if out[0]["input"] else 0
+    return {"format": DATASET_FORMAT, "d": d, "pairs": out}
+
+
+def dataset_document(data) -> Document:
+    """Any accepted dataset form as a document: a path, JSON bytes, a JSON
+    value (dict), or pairs of arrays or lists."""
+    if isinstance(data, Document):
+        return data
+    if isinstance(data, (str, Path)):
+        return load(data, "dataset")
+    if isinstance(data, bytes):
+        return parse_document("<dataset>", data)
+    value = data if isinstance(data, dict) else dataset_json(data)
+    return parse_document("<dataset>", dumps(value))
+
+
+# ---------------------------------------------------------------- reports
+
+def _table(header: list[str], rows: list[list[str]], caption: str) -> str:
+    head = "".join(f"<th>{html.escape(h)}</th>" for h in header)
+    body = "".join("<tr>" + "".join(f"<td>{html.escape(str(c))}</td>" for c in r) + "</tr>" for r in rows)
+    return (f"<table><caption style='text-align:left'>{html.escape(caption)}</caption>"
+            f"<thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>")
+
+
+@dataclass(frozen=True)
+class Report:
+    """What ``verify`` found: ``ok``, every claim's ``results``, the ``failures``."""
+    checked: check.Report
+
+    @property
+    def ok(self) -> bool:
+        return self.checked.ok
+
+    @property
+    def results(self) -> tuple[check.Result, ...]:
+        return self.checked.results
+
+    @property
+    def failures(self) -> list[check.Result]:
+        return [r for r in self.results if not r.ok]
+
+    def to_json(self) -> dict:
+        """The document ``tfcert verify --json`` prints."""
+        from tfcert.report import as_json
+
+        return as_json(self.checked)
+
+    def __str__(self) -> str:
+        from tfcert.report import human
+
+        return human(self.checked)
+
+    def _repr_html_(self) -> str:
+        groups: dict[tuple[str, str], list[check.Result]] = {}
+        for r in self.results:
+            groups.setdefault((r.phase, r.kind), []).append(r)
+        rows = [[phase, kind, len(rs), sum(not r.ok for r in rs)] for (phase, kind), rs in groups.items()]
+        rows += [[r.phase, r.kind, f"block {r.block}" if r.block is not None else "", "FAIL: " + f]
+                 for r in self.failures for f in r.failures]
+        verdict = "all claims hold" if self.ok else f"{len(self.failures)} claim(s) FAIL"
+        return _table(["phase", "claim", "checked", "failed"], rows, f"{len(self.results)} claims checked: {verdict}")
+
+
+@dataclass(frozen=True)
+class AuditReport:
+    """What ``audit`` found: ``interpolates``, per-sequence verdicts, gaps, size."""
+    audited: object  # tfcert.audit.audit.AuditReport
+
+    @property
+    def interpolates(self) -> bool:
+        return self.audited.interpolates
+
+    def __getattr__(self, name: str):
+        return getattr(self.audited, name)
+
+    def to_json(self) -> dict:
+        """The document ``tfcert audit --json`` prints."""
+        from tfcert.report import audit_json
+
+        return audit_json(self.audited)
+
+    def __str__(self) -> str:
+        from tfcert.report import audit_human
+
+        return audit_human(self.audited)
+
+    def _repr_html_(self) -> str:
+        doc = self.to_json()
+        rows = [[s["sequence"], s["verdict"], "-" if s["hausdorff"] is None else f"{s['hausdorff']:.6g}"]
+                for s in doc["sequences"]]
+        verdict = "interpolates exactly" if self.interpolates else "does NOT interpolate (or not certified)"
+        return _table(["sequence", "verdict", "Hausdorff distance"], rows, f"audit: {verdict}")
+
+
+# ---------------------------------------------------------------- bundles
+
+@dataclass(frozen=True)
+class Bundle:
+    """A model, its dataset and its certificate as exact bytes, verified."""
+    files: dict[str, bytes]
+    report: Report
+    construction: object = field(default=None, repr=False)  # None when read from a folder
+
+    @property
+    def certificate(self) -> dict:
+        return json.loads(self.files["certificate.json"])
+
+    def documents(self) -> dict[str, Document]:
+        return {slot: parse_document(f"{slot}.json", self.files[f"{slot}.json"]) for slot in SLOTS}
+
+    def write(self, directory: str | Path, force: bool = False) -> Path:
+        """Write DIR/{dataset,model,certificate}.json; an existing bundle only with ``force``."""
+        from tfcert.construct.bundle import write
+
+        write(self.files, directory, force)
+        return Path(directory)
+
+    def plot(self, directory: str | Path) -> dict[str, Path]:
+        """Draw the pictures of ``tfcert plot`` into ``directory``."""
+        from tfcert.plot import draw, phases
+        from tfcert.verify.formats import read_model
+
+        docs = self.documents()
+        model = read_model(docs["model"])
+        cert = docs["certificate"].value
+        return draw(model, read_dataset(docs["dataset"]), cert, phases(cert, len(model.blocks), "certificate.json"),
+                    Path(directory))
+
+    def _repr_html_(self) -> str:
+        cert = self.certificate
+        rows = [[p["name"], f"[{p['blocks'][0]}, {p['blocks'][1]})", len(p["claims"])] for p in cert["phases"]]
+        return _table(["phase", "blocks", "claims"], rows,
+                      f"tfcert bundle ({cert.get('attention', '?')}, Theorem {cert.get('theorem', '?')}): "
+                      f"{len(self.report.results)} claims, " + ("all hold" if self.report.ok else "some FAIL"))
+
+
+def construct(dataset, attention: str = "hardmax", width: int = 4) -> Bundle:
+    """Build, certify and verify a transformer interpolating ``dataset``
+    exactly (a path, JSON, or pairs of numpy arrays / lists)."""
+    from tfcert.construct.bundle import build
+    from tfcert.progress import Bar
+
+    if attention not in ("hardmax", "softmax"):
+        raise InputError(f"attention: expected 'hardmax' or 'softmax', got {attention!r}")
+    with Bar("construct") as bar:
+        built = build(dataset_document(dataset), attention, width, bar)
+    return Bundle(built.files, Report(built.report), built.construction)
+
+
+def open_bundle(folder: str | Path) -> Bundle:
+    """A bundle folder read back and verified."""
+    files = {f"{slot}.json": load(bundle_file(folder, slot), slot).raw for slot in SLOTS}
+    docs = {slot: parse_document(str(Path(folder) / f"{slot}.json"), files[f"{slot}.json"]) for slot in SLOTS}
+    return Bundle(files, Report(check.verify(docs["model"], docs["dataset"], docs["certificate"])))
+
+
+def _documents(what, rest: dict[str, object], slots: tuple[str, ...]) -> dict[str, Document]:
+    """Documents for ``slots`` from a Bundle, a bundle folder, or one path per slot."""
+    if isinstance(what, Bundle):
+        return {slot: what.documents()[slot] for slot in slots}
+    given = {slots[0]: what, **{s: v for s, v in rest.items() if v is not None}}
+    if len(given) == 1 and isinstance(what, (str, Path)) and Path(what).is_dir():
+        return {slot: load(bundle_file(what, slot), slot) for slot in slots}
+    missing = [s for s in slots if s not in given]
+    if missing:
+        raise InputError(f"{', '.join(missing)}: required (or give a Bundle or a bundle folder)")
+    return {slot: dataset_document(given[slot]) if slot == "dataset" else load(given[slot], slot) for slot in slots}
+
+
+def verify(bundle_or_model, dataset=None, certificate=None) -> Report:
+    """Check a certificate: ``verify(bundle)``, ``verify("bundle/folder")``
+    or ``verify(model_path, dataset, certificate_path)``."""
+    from tfcert.progress import Bar
+
+    docs = _documents(bundle_or_model, {"dataset": dataset, "certificate": certificate}, SLOTS)
+    with Bar("verify") as bar:
+        return Report(check.verify(docs["model"], docs["dataset"], docs["certificate"], bar))
+
+
+def audit(bundle_or_model, dataset=None, temperature=None) -> AuditReport:
+    """Audit any model against a dataset (``temperature``: softmax models at another τ)."""
+    from tfcert.audit.audit import audit as run_audit
+    from tfcert.progress import Bar
+    from tfcert.verify.formats import read_model
+    from tfcert.verify.numbers import parse_number
+
+    docs = _documents(bundle_or_model, {"dataset": dataset}, ("model", "dataset"))
+    model, data = read_model(docs["model"]), read_dataset(docs["dataset"])
+    check.check_compatible(model, data, docs["model"].path, docs["dataset"].path)
+    tau = None if temperature is None else parse_number(number_text(temperature, "temperature"), "temperature")
+    with Bar("audit") as bar:
+        return AuditReport(run_audit(model, data, bar, tau))

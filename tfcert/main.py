@@ -1,0 +1,328 @@
+"""tfcert: build transformers that interpolate exactly, certify every phase,
+and check certificates and arbitrary models with an independent verifier.
+
+Exit codes: 0 every claim holds, 1 some claim fails, 2 bad input or usage."""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from pathlib import Path
+
+from tfcert.errors import InputError
+
+
+def _write_text(path: str, data: bytes) -> None:
+    try:
+        Path(path).write_bytes(data)
+    except OSError as exc:
+        raise InputError(f"{path}: cannot write: {exc.strerror or exc}") from None
+
+
+def _warn(warnings: tuple[str, ...]) -> None:
+    """The dataset's warnings (dropped duplicates), one ``warning:`` line each."""
+    for warning in warnings:
+        print(f"warning: {warning}", file=sys.stderr)
+
+
+def _print_json(doc: object) -> None:
+    from tfcert.report import json_text
+
+    print(json_text(doc))
+
+
+def cmd_construct(args) -> int:
+    from tfcert.construct.bundle import build, refuse_to_replace, write
+    from tfcert.files import load
+    from tfcert.progress import Bar
+    from tfcert.report import phase_table, size_line
+    from tfcert.verify.claims.size import measure
+
+    if not args.force:
+        refuse_to_replace(args.output)  # before the work, not after it
+    start = time.perf_counter()
+    with Bar("construct") as bar:
+        bundle = build(load(args.dataset, "dataset"), args.attention, args.width, bar)
+    write(bundle.files, args.output, force=args.force)
+    seconds = time.perf_counter() - start
+    size = measure(bundle.construction.model, bundle.dataset, bundle.construction.theorem)
+    _warn(bundle.dataset.warnings)
+    if args.json:
+        _print_json({"output": str(args.output), "size": size, "seconds": round(seconds, 3),
+                     "phases": [{"name": p.name, "blocks": list(p.span), "claims": len(p.claims)}
+                                for p in bundle.construction.phases],
+                     "claims": len(bundle.report.results)})
+    else:
+        print(phase_table(bundle.construction))
+        print(size_line(size))
+        print(f"{len(bundle.report.results)} claims verified; wrote {args.output}/"
+              f"{{dataset,model,certificate}}.json in {seconds:.2f}s")
+    return 0
+
+
+def _documents(args, slots: tuple[str, ...]) -> dict:
+    from tfcert.files import load, resolve
+
+    paths = resolve(args.bundle, {slot: getattr(args, slot) for slot in slots})
+    return {slot: load(path, slot) for slot, path in paths.items()}
+
+
+def cmd_verify(args) -> int:
+    from tfcert.progress import Bar
+    from tfcert.report import as_json, human, junit
+    from tfcert.verify.check import verify
+
+    docs = _documents(args, ("model", "dataset", "certificate"))
+    with Bar("verify") as bar:
+        report = verify(docs["model"], docs["dataset"], docs["certificate"], bar)
+    _warn(report.warnings)
+    if args.junit:
+        _write_text(args.junit, junit(report))
+    if args.json:
+        _print_json(as_json(report))
+    else:
+        print(human(report))
+    return 0 if report.ok else 1
+
+
+def cmd_check(args) -> int:
+    from tfcert.files import find_bundles, load
+    from tfcert.progress import Bar
+    from tfcert.report import as_json, junit_suites
+    from tfcert.verify.check import verify
+
+    bundles = [b for root in args.roots for b in find_bundles(root)]
+    if not bundles:
+        raise InputError(f"{', '.join(args.roots)}: no bundle folders found (a bundle holds dataset.json, "
+                         f"model.json and certificate.json)")
+    reports = []
+    with Bar("check", unit="bundle") as bar:
+        for i, folder in enumerate(bundles):
+            bar(i, len(bundles), str(folder))
+            docs = [load(folder / f"{slot}.json", slot) for slot in ("model", "dataset", "certificate")]
+            reports.append((str(folder), verify(*docs)))
+    if args.junit:
+        _write_text(args.junit, junit_suites(reports))
+    ok = all(r.ok for _, r in reports)
+    if args.json:
+        _print_json({"ok": ok, "bundles": [{"path": name, **as_json(r)} for name, r in reports]})
+    else:
+        for name, r in reports:
+            failed = [x for x in r.results if not x.ok]
+            print(f"{'ok  ' if r.ok else 'FAIL'} {name}: {len(r.results)} claims"
+                  + ("" if r.ok else f", {len(failed)} fail"))
+            for x in failed:
+                for failure in x.failures:
+                    print(f"     {x.phase}/{x.kind} ({x.where}): {failure}")
+        print(f"{len(reports)} bundle(s): " + ("all verify" if ok else
+                                              f"{sum(not r.ok for _, r in reports)} FAIL"))
+    return 0 if ok else 1
+
+
+def cmd_audit(args) -> int:
+    from tfcert.audit.audit import audit, certificate
+    from tfcert.progress import Bar
+    from tfcert.report import audit_human, audit_json
+    from tfcert.verify.check import check_compatible, verify
+    from tfcert.verify.formats import dumps, parse_document, read_dataset, read_model
+    from tfcert.verify.numbers import parse_number
+
+    tau = None
+    if args.temperature is not None:
+        tau = parse_number(args.temperature, "--temperature")
+        if tau <= 0:
+            raise InputError("--temperature: must be > 0")
+    docs = _documents(args, ("model", "dataset"))
+    model_doc, dataset_doc = docs["model"], docs["dataset"]
+    model, dataset = read_model(model_doc), read_dataset(dataset_doc)
+    check_compatible(model, dataset, model_doc.path, dataset_doc.path)
+    if args.output and tau is not None and tau != model.temperature:
+        raise InputError(f"-o: a certificate speaks about the model at its own temperature {model.temperature}; "
+                         f"drop --temperature {args.temperature}")
+    with Bar("audit") as bar:
+        report = audit(model, dataset, bar, tau)
+    _warn(report.warnings)
+    if args.output:
+        cert = dumps(certificate(report, model_doc.raw, dataset_doc.raw, len(model.blocks)))
+        check = verify(model_doc, dataset_doc, parse_document(args.output, cert))
+        assert check.ok == report.interpolates, "audit certificate disagrees with the audit"  # a bug
+        _write_text(args.output, cert)
+    if args.json:
+        _print_json(audit_json(report))
+    else:
+        print(audit_human(report))
+    return 0 if report.interpolates else 1
+
+
+def cmd_plot(args) -> int:
+    from tfcert.plot import plot_bundle
+
+    files = plot_bundle(args.bundle, args.output or args.bundle)
+    if args.json:
+        _print_json({"files": {k: str(v) for k, v in files.items()}})
+    else:
+        print("wrote " + ", ".join(str(v) for v in files.values()))
+    return 0
+
+
+def cmd_schema(args) -> int:
+    from tfcert.schemas import load_schema, names
+
+    if args.name is None:
+        print("\n".join(names()))
+    else:
+        _print_json(load_schema(args.name))
+    return 0
+
+
+def cmd_demo(args) -> int:
+    from tfcert.demo import run_demo
+
+    return run_demo(args.output, args.attention)
+
+
+def cmd_bench(args) -> int:
+    from tfcert.bench import run_bench
+
+    return run_bench(args.quick, args.json, args.out)
+
+
+def version() -> str:
+    """The installed distribution's version: pyproject.toml is its one source."""
+    from importlib.metadata import PackageNotFoundError, version as dist_version
+
+    try:
+        return dist_version("tfcert")
+    except PackageNotFoundError:
+        return "unknown (not installed)"
+
+
+JSON_HELP = "print one JSON document on stdout instead of the text summary"
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="tfcert", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--version", action="version", version=f"tfcert {version()}",
+                        help="print the installed version and exit")
+    parser.add_argument("-q", "--quiet", action="store_true",
+                        help="no progress bars (they are drawn on stderr only when it is a terminal)")
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("-q", "--quiet", action="store_true", default=argparse.SUPPRESS,
+                        help="no progress bars (they are drawn on stderr only when it is a terminal)")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    def command(name: str, help_text: str, func) -> argparse.ArgumentParser:
+        p = sub.add_parser(name, help=help_text, description=help_text, parents=[common])
+        p.set_defaults(func=func)
+        return p
+
+    p = command("construct", "build, certify and verify an interpolating transformer", cmd_construct)
+    p.add_argument("dataset", metavar="DATASET", help="the dataset file (tfcert.dataset/1); '-' reads stdin")
+    p.add_argument("-o", "--output", required=True, metavar="DIR",
+                   help="bundle folder to write: DIR/{dataset,model,certificate}.json")
+    p.add_argument("--attention", choices=["hardmax", "softmax"], default="hardmax",
+                   help="hardmax (Theorem 1.6) or softmax at the certified temperature tau* (Theorem 1.8); "
+                        "default hardmax")
+    p.add_argument("--width", type=int, default=4, metavar="W",
+                   help="FF width: floor(W/3) hats per layer, floor(W/4) snaps under softmax (default 4)")
+    p.add_argument("--force", action="store_true", help="replace a bundle already in DIR")
+    p.add_argument("--json", action="store_true", help=JSON_HELP)
+
+    def files(p: argparse.ArgumentParser, slots: tuple[str, ...]) -> None:
+        p.add_argument("bundle", nargs="?", metavar="BUNDLE",
+                       help="a bundle folder as construct writes it; --" + ", --".join(slots) +
+                            " override its files")
+        for slot in slots:
+            p.add_argument(f"--{slot}", metavar="FILE",
+                           help=f"the {slot} file (tfcert.{slot}/1); '-' reads stdin")
+
+    p = command("verify", "check a certificate against a model and a dataset", cmd_verify)
+    files(p, ("model", "dataset", "certificate"))
+    p.add_argument("--json", action="store_true", help=JSON_HELP)
+    p.add_argument("--junit", metavar="FILE", help="also write a JUnit XML report, one testcase per claim")
+
+    p = command("audit", "audit any model against a dataset", cmd_audit)
+    files(p, ("model", "dataset"))
+    p.add_argument("--temperature", metavar="TAU",
+                   help="softmax models: audit at this temperature (a number such as 1/8) instead of the model's")
+    p.add_argument("-o", "--output", metavar="CERT", help="write a certificate of the audit")
+    p.add_argument("--json", action="store_true", help=JSON_HELP)
+
+    p = command("check", "verify every bundle found under folders (for CI and pre-commit)", cmd_check)
+    p.add_argument("roots", nargs="*", default=["."], metavar="ROOT",
+                   help="folders to search for bundles (default: the current folder)")
+    p.add_argument("--json", action="store_true", help=JSON_HELP)
+    p.add_argument("--junit", metavar="FILE", help="also write a JUnit XML report, one testsuite per bundle")
+
+    p = command("plot", "draw a bundle: tokens through the phases (d = 2), per-layer gaps and margins", cmd_plot)
+    p.add_argument("bundle", metavar="BUNDLE", help="a bundle folder as construct writes it")
+    p.add_argument("-o", "--output", metavar="DIR", help="where the pictures go (default: BUNDLE)")
+    p.add_argument("--json", action="store_true", help=JSON_HELP)
+
+    p = command("schema", "print the JSON Schema of a file format or of a --json output", cmd_schema)
+    p.add_argument("name", nargs="?", metavar="NAME", help="a schema name; without it, list the names")
+
+    p = command("demo", "build, certify and verify a bundled 2-D example, with pictures", cmd_demo)
+    p.add_argument("-o", "--output", default="tfcert-demo", metavar="DIR",
+                   help="folder for the bundle and phases.png, replaced if it exists (default tfcert-demo)")
+    p.add_argument("--attention", choices=["hardmax", "softmax"], default="hardmax",
+                   help="softmax also prints tau*, the empirical tau and their ratio (default hardmax)")
+
+    p = command("bench", "time exact certification against a dense float64 forward pass", cmd_bench)
+    p.add_argument("--quick", action="store_true", help="one small shape (seconds) instead of three")
+    p.add_argument("--out", default="tfcert-bench", metavar="DIR",
+                   help="where scaling.png and width.png go (default tfcert-bench)")
+    p.add_argument("--json", action="store_true", help=JSON_HELP)
+
+    from tfcert.experiments.cli import register as register_experiments
+    from tfcert.infoflow.cli import register as register_infoflow
+
+    register_infoflow(sub)
+    register_experiments(sub)
+    return parser
+
+
+def _broken_pipe() -> int:
+    """The reader of stdout went away (``tfcert verify --json | head``): stop
+    quietly like a tool killed by SIGPIPE (exit 128 + 13 = 141, which is not
+    one of the 0/1/2 verdicts). stdout is pointed at devnull so the flush at
+    interpreter exit cannot print "Exception ignored … BrokenPipeError"."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError, AttributeError):  # stdout without a file descriptor: nothing to silence
+        pass
+    return 141
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:  # argparse: usage errors exit 2, --help exits 0
+        return int(exc.code or 0)
+    from tfcert.progress import set_quiet
+
+    set_quiet(args.quiet)
+    try:
+        code = int(args.func(args))
+        sys.stdout.flush()  # a closed pipe shows up here, not at interpreter exit
+        return code
+    except BrokenPipeError:
+        return _broken_pipe()
+    except InputError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except ArithmeticError as exc:  # numbers so large that no enclosure can be formed
+        print(f"error: the input's numbers are out of range: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("error: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())
