@@ -361,3 +361,16 @@ def test_cuda(torch, small_bundles):
             assert dev <= (1e-6 * _scale(bundle.dataset) if dtype == "float64" else math.inf), (name, dtype, dev)
             if bound is not None:
                 assert Fraction(dev) <= bound, (name, dtype, dev, bound)
+
+
+def test_certified_bound_reads_float_claims(tmp_path):
+    import tfcert.export as tx
+
+    cert = {"phases": [{"name": "leaders", "claims": [{"kind": "exact"}]},
+                       {"name": "final", "claims": [{"kind": "float", "format": "binary64", "bound": "1/1000000"},
+                                                    {"kind": "float", "format": "binary32", "bound": "3e-2"}]}]}
+    path = tmp_path / "certificate.json"
+    path.write_text(json.dumps(cert))
+    assert tx.certified_bound(path, "float64") == Fraction(1, 10 ** 6)
+    assert tx.certified_bound(json.dumps(cert).encode(), "float32") == Fraction(3, 100)
+    assert tx.certified_bound({"phases": []}, "float32") is None
