@@ -1,0 +1,376 @@
+"""``tfcert.export``: exact rational → binary32/binary64 rounding, the PyTorch module against the
+exact replay, the file format and the CLI round trip, the missing-torch path, and CUDA when present."""
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import struct
+import subprocess
+import sys
+from fractions import Fraction
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from conftest import REPO, dataset_json
+from tfcert.errors import InputError
+from tfcert.export.rounding import round_to
+from tfcert.main import main
+
+BUNDLES = sorted(p.parent for p in (REPO / "certificates").glob("*/model.json"))
+F32_MAX = float(np.finfo(np.float32).max)
+
+
+@pytest.fixture(scope="module")
+def torch():
+    return pytest.importorskip("torch")
+
+
+def _error_lines(err: str) -> list[str]:
+    return [line for line in err.splitlines() if line.strip()]
+
+
+# ---------------------------------------------------------------- rounding (no torch)
+
+def _f32(x: float) -> float:
+    with np.errstate(over="ignore"):
+        return float(np.float32(x))
+
+
+def _round32(x) -> float:
+    try:
+        return round_to(x, "binary32")
+    except OverflowError:
+        return math.copysign(math.inf, Fraction(x))
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.floats(allow_nan=False, allow_infinity=False)
+       | st.floats(min_value=-2.0 ** -120, max_value=2.0 ** -120)  # binary32 subnormals and below
+       | st.floats(min_value=-3.5e38, max_value=3.5e38))            # around the overflow threshold
+def test_binary32_matches_numpy_on_doubles(x):
+    """numpy rounds a binary64 number to binary32 correctly (one rounding): so must we."""
+    assert _round32(x) == _f32(x)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.floats(width=32, allow_nan=False, allow_infinity=False, min_value=0.0, max_value=F32_MAX / 2),
+       st.sampled_from([-1, 0, 1]), st.integers(40, 400))
+def test_binary32_ties_go_to_even_and_nudges_break_them(v, side, k):
+    """Midpoints between neighbouring binary32 numbers (subnormals included) round to the even one;
+    a midpoint nudged by 2^-k of an ulp, far below binary64's resolution, rounds towards the nudge —
+    exactly the case that rounding through float64 gets wrong."""
+    lo = Fraction(v)
+    hi = Fraction(float(np.nextafter(np.float32(v), np.float32(np.inf))))
+    mid = (lo + hi) / 2
+    x = mid + side * (hi - lo) / 2 ** k
+    even = lo if struct.unpack("<I", struct.pack("<f", float(lo)))[0] % 2 == 0 else hi
+    want = even if side == 0 else (hi if side > 0 else lo)
+    assert Fraction(round_to(x, "binary32")) == want
+    assert round_to(-x, "binary32") == -float(want)
+    if side == 0:
+        assert round_to(mid, "binary32") == _f32(float(mid))  # the tie is a double: numpy agrees
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.integers(-10 ** 40, 10 ** 40), st.integers(1, 10 ** 40), st.integers(-160, 120))
+def test_rounding_of_rationals_is_nearest(p, q, shift):
+    x = Fraction(p, q) * Fraction(2) ** shift
+    assert round_to(x, "binary64") == float(x)  # Python's int/int division is correctly rounded
+    r = _round32(x)
+    if math.isinf(r):
+        assert abs(x) >= Fraction(F32_MAX) + Fraction(2) ** 103  # at least half an ulp above the largest
+        return
+    assert _f32(r) == r  # a binary32 number
+    for n in (np.nextafter(np.float32(r), np.float32(np.inf)), np.nextafter(np.float32(r), np.float32(-np.inf))):
+        if np.isfinite(n):
+            err, other = abs(x - Fraction(r)), abs(x - Fraction(float(n)))
+            assert err < other or (err == other and struct.unpack("<I", struct.pack("<f", r))[0] % 2 == 0)
+
+
+def test_double_rounding_is_avoided():
+    x = 1 + Fraction(1, 2 ** 24) + Fraction(1, 2 ** 60)
+    assert _f32(float(x)) == 1.0  # via float64: the tie 1 + 2^-24, then to even
+    assert round_to(x, "binary32") == 1 + 2.0 ** -23
+    assert round_to("7/12", "float32") == _f32(7 / 12)
+    with pytest.raises(OverflowError):
+        round_to(2 ** 128, "binary32")
+
+
+# ---------------------------------------------------------------- models and bundles
+
+def _model(doc: dict):
+    from tfcert.verify.formats import dumps, parse_document, read_model
+    return read_model(parse_document("model.json", dumps(doc)))
+
+
+def _lr(scale, terms=()):
+    return {"scale": scale, "low_rank": [{"u": u, "v": v} for u, v in terms]}
+
+
+def _dyadic_model(attention: str) -> dict:
+    """Parameters and tokens stay small dyadics, so a float run is exact: hardmax argmax sets of 1, 2
+    and 4 tokens (scores x_i0·x_l0), low-rank A and V, η ≠ 1, ρ ≠ 1; softmax with A = 0 (uniform)."""
+    A = _lr("0", [(["1", "0"], ["1", "0"])]) if attention == "hardmax" else _lr("0")
+    block = {"ff": {"eta": "1/2", "U": [["1", "0"], ["0", "1"]], "b": ["-1/2", "0"], "W": [["2", "0"], ["0", "-1/4"]]},
+             "sa": {"rho": "3/4", "A": A, "V": _lr("1/4", [(["0", "1"], ["1", "0"])])}}
+    doc = {"format": "tfcert.model/1", "d": 2, "attention": attention, "blocks": [block, block]}
+    if attention == "softmax":
+        doc["temperature"] = "1/3"
+    return doc
+
+
+DYADIC_INPUTS = [[[0, 0], [0, 1], [2, 0], [2, 3]], [[-1, 2], [1, 1]], [[3, -2]], [[1, 0], [-2, 0], [1, 1], [-2, 5]]]
+
+
+@pytest.mark.parametrize("attention", ["hardmax", "softmax"])
+def test_dyadic_model_is_exact_in_both_dtypes(torch, attention):
+    import tfcert.export as tx
+
+    model = _model(_dyadic_model(attention))
+    final = tx.exact_outputs(model, [[[Fraction(v) for v in t] for t in s] for s in DYADIC_INPUTS])
+    assert any(abs(t[1]) > 1 for t in final)  # the layers did move the tokens
+    for dtype in ("float64", "float32"):
+        module = tx.to_torch(model, dtype)
+        assert module.dtype == getattr(torch, dtype)
+        assert tx.max_deviation(module, model, DYADIC_INPUTS) == 0.0
+
+
+def _write_dataset(tmp_path: Path, name: str, d: int, pairs) -> Path:
+    path = tmp_path / f"{name}.json"
+    path.write_text(json.dumps(dataset_json(d, pairs)))
+    return path
+
+
+SMALL = {"two": (2, [([[0, 0], [1, 0]], [[5, 5]]), ([[0, 1], [1, 1], [2, 0]], [[1, -1], [2, 2]])]),
+         "three": (3, [([[0, 0, 1], [1, 0, 0]], [[1, 2, 3]]), ([[0, 1, 0], [1, 1, 1]], [[0, 0, 0]]),
+                       ([[2, 0, 0]], [[-1, 0, 2]])])}
+
+
+@pytest.fixture(scope="module")
+def small_bundles(tmp_path_factory):
+    from tfcert.construct.bundle import build
+
+    tmp = tmp_path_factory.mktemp("export")
+    out = {}
+    for name, (d, pairs) in SMALL.items():
+        for attention in ("hardmax", "softmax"):
+            b = build(_write_dataset(tmp, name, d, pairs), attention)
+            out[f"{name}-{attention}"] = b
+    return out
+
+
+def _scale(dataset) -> float:
+    return 1 + max(abs(float(v)) for p in dataset.pairs for t in p.output for v in t)
+
+
+@pytest.mark.parametrize("name", [f"{n}-{a}" for n in SMALL for a in ("hardmax", "softmax")])
+def test_small_bundles_against_the_exact_replay(torch, small_bundles, name):
+    """float64 lands within 1e-6·(1 + max|y|) of the exact outputs on these small sets; float32 stays finite
+    (the construction is not yet conditioned for binary32). A float claim, when present, must hold."""
+    import tfcert.export as tx
+    from tfcert.verify.formats import parse_document, read_model
+
+    bundle = small_bundles[name]
+    model = read_model(parse_document("model.json", bundle.files["model.json"]))
+    for dtype, tolerance in (("float64", 1e-6), ("float32", math.inf)):
+        dev = tx.max_deviation(tx.to_torch(model, dtype), model, bundle.dataset)
+        assert dev <= tolerance * _scale(bundle.dataset), (dtype, dev)
+        assert math.isfinite(dev)
+        bound = tx.certified_bound(bundle.files["certificate.json"], dtype)
+        if bound is not None:
+            assert Fraction(dev) <= bound, (dtype, dev, bound)
+
+
+@pytest.mark.parametrize("bundle", BUNDLES, ids=lambda p: p.name)
+def test_example_bundles_within_their_certified_bounds(torch, bundle):
+    """Every example bundle exports and runs in both dtypes; its observed deviation is within the
+    certificate's float claim for that format whenever the certificate carries one."""
+    import tfcert.export as tx
+
+    checked = 0
+    for dtype in ("float64", "float32"):
+        bound = tx.certified_bound(bundle / "certificate.json", dtype)
+        try:
+            module = tx.to_torch(bundle / "model.json", dtype)
+        except InputError as exc:  # a parameter overflows the format: then no claim may be made for it
+            assert bound is None and "overflows" in str(exc)
+            continue
+        if bound is None and bundle.name == "random-d20-wide":
+            continue  # 215 kB of model, no claim to check: keep the suite fast
+        dev = tx.max_deviation(module, bundle / "model.json", bundle / "dataset.json")
+        if bound is not None:
+            assert Fraction(dev) <= bound, (dtype, dev, bound)
+            checked += 1
+    if checked == 0:
+        pytest.skip("no float claim in this certificate yet")
+
+
+def test_padded_batch_agrees_with_a_list(torch):
+    import tfcert.export as tx
+
+    module = tx.to_torch(_model(_dyadic_model("hardmax")), "float64")
+    as_list = module(DYADIC_INPUTS)
+    n = max(len(s) for s in DYADIC_INPUTS)
+    batch = torch.full((len(DYADIC_INPUTS), n, 2), 123.0, dtype=torch.float64)  # padding is ignored
+    for k, s in enumerate(DYADIC_INPUTS):
+        batch[k, :len(s)] = torch.tensor(s, dtype=torch.float64)
+    lengths = torch.tensor([len(s) for s in DYADIC_INPUTS])
+    padded = module(batch, lengths)
+    for k, s in enumerate(DYADIC_INPUTS):
+        assert torch.equal(padded[k, :len(s)], as_list[k])
+        assert torch.equal(padded[k, len(s):], torch.zeros_like(padded[k, len(s):]))
+        assert torch.equal(module(torch.tensor(s, dtype=torch.float64)), as_list[k])
+
+
+def test_overflowing_parameter_is_named(torch):
+    import tfcert.export as tx
+
+    doc = _dyadic_model("hardmax")
+    doc["blocks"][1] = json.loads(json.dumps(doc["blocks"][1]))
+    doc["blocks"][1]["ff"]["W"][0][1] = "1e39"
+    tx.to_torch(_model(doc), "float64")
+    with pytest.raises(InputError, match=r"\$\.blocks\[1\]\.ff\.W\[1\]: 1000000000000000000000000000000000000000 "
+                                         r"overflows float32"):
+        tx.to_torch(_model(doc), "float32")
+
+
+# ---------------------------------------------------------------- files and CLI
+
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+def test_cli_round_trip(torch, tmp_path, capsys, dtype):
+    import tfcert.export as tx
+
+    bundle = REPO / "certificates" / "demo-softmax"
+    out, again = tmp_path / "model.pt", tmp_path / "again.pt"
+    assert main(["export", str(bundle / "model.json"), "-o", str(out), "--torch", "--dtype", dtype]) == 0
+    assert capsys.readouterr().out.startswith(f"wrote {out}: {dtype}, ")
+    assert main(["export", str(bundle / "model.json"), "-o", str(again), "--torch", "--dtype", dtype]) == 0
+    assert out.read_bytes() == again.read_bytes()  # deterministic
+    assert not [p for p in tmp_path.iterdir() if p.name.endswith(".tmp")]
+    raw = out.read_bytes()
+    header = json.loads(raw[8:8 + struct.unpack("<Q", raw[:8])[0]])
+    assert header["__metadata__"]["model_sha256"] == hashlib.sha256((bundle / "model.json").read_bytes()).hexdigest()
+    assert header["__metadata__"]["temperature"] == json.loads((bundle / "model.json").read_text())["temperature"]
+    loaded = tx.load(out)
+    direct = tx.to_torch(bundle / "model.json", dtype)
+    sd, ref = loaded.state_dict(), direct.state_dict()
+    assert list(sd) == list(ref) and all(torch.equal(sd[k], ref[k]) for k in sd)
+    inputs = [p["input"] for p in json.loads((bundle / "dataset.json").read_text())["pairs"]]
+    for a, b in zip(loaded(inputs), direct(inputs)):
+        assert a.dtype == getattr(torch, dtype) and torch.equal(a, b)
+    dev = tx.max_deviation(loaded, bundle / "model.json", bundle / "dataset.json")
+    assert math.isfinite(dev) and (dtype == "float32" or dev < 1e-9)
+    tx.save(loaded, tmp_path / "saved.pt")
+    assert (tmp_path / "saved.pt").read_bytes() == raw
+
+
+def test_safetensors_reads_the_file(torch, tmp_path):
+    safetensors_torch = pytest.importorskip("safetensors.torch")
+    import tfcert.export as tx
+
+    tx.save(_model(_dyadic_model("softmax")), tmp_path / "m.pt", "float32")
+    tensors = safetensors_torch.load_file(str(tmp_path / "m.pt"))
+    ref = tx.load(tmp_path / "m.pt").state_dict()
+    assert set(tensors) == set(ref) and all(torch.equal(tensors[k], ref[k]) for k in ref)
+
+
+def test_cli_refuses_to_overwrite_its_input(torch, tmp_path, capsys):
+    model = tmp_path / "model.json"
+    model.write_bytes((REPO / "certificates" / "demo-hardmax" / "model.json").read_bytes())
+    before = model.read_bytes()
+    assert main(["export", str(model), "-o", str(model), "--torch"]) == 2
+    assert _error_lines(capsys.readouterr().err) == [f"error: {model}: is the input model; refusing to overwrite it"]
+    assert model.read_bytes() == before
+
+
+@pytest.mark.parametrize("content, message", [
+    (b"{", "malformed JSON"), (b'{"format": "tfcert.model/1", "d": 2, "attention": "x", "blocks": []}', "$.attention")])
+def test_cli_bad_model_is_one_error_line(tmp_path, capsys, content, message):
+    model = tmp_path / "bad.json"
+    model.write_bytes(content)
+    assert main(["export", str(model), "-o", str(tmp_path / "m.pt"), "--torch"]) == 2
+    lines = _error_lines(capsys.readouterr().err)
+    assert len(lines) == 1 and lines[0].startswith(f"error: {model}: ") and message in lines[0]
+    assert not (tmp_path / "m.pt").exists()
+
+
+def test_cli_needs_a_format(capsys, tmp_path):
+    assert main(["export", "model.json", "-o", str(tmp_path / "m.pt")]) == 2
+    assert "--torch" in capsys.readouterr().err
+
+
+def test_load_rejects_what_is_not_an_export(torch, tmp_path):
+    import tfcert.export as tx
+
+    good = tmp_path / "m.pt"
+    tx.save(_model(_dyadic_model("hardmax")), good)
+    raw = good.read_bytes()
+    for name, data, message in (("short", b"abc", "too short"), ("json", (REPO / "certificates" / "demo-hardmax"
+                                                                          / "model.json").read_bytes(), "header"),
+                                ("cut", raw[:-8], "do not fit")):
+        path = tmp_path / name
+        path.write_bytes(data)
+        with pytest.raises(InputError, match=message) as info:
+            tx.load(path)
+        assert str(info.value).startswith(str(path))
+
+
+def test_missing_torch_is_one_error_line(monkeypatch, capsys, tmp_path):
+    monkeypatch.setitem(sys.modules, "torch", None)  # `import torch` now raises ImportError
+    out = tmp_path / "m.pt"
+    assert main(["export", str(REPO / "certificates" / "demo-hardmax" / "model.json"), "-o", str(out), "--torch"]) == 2
+    assert _error_lines(capsys.readouterr().err) == ["error: export needs PyTorch: pip install torch==2.13.0 "
+                                                     "'tfcert[export]'"]
+    assert not out.exists()
+
+
+def test_import_does_not_import_torch():
+    code = "import sys, tfcert, tfcert.main, tfcert.export; print('torch' in sys.modules)"
+    assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          check=True).stdout.strip() == "False"
+
+
+# ---------------------------------------------------------------- CUDA
+
+def test_cuda(torch, small_bundles):
+    """The same checks on a GPU (TF32 matmuls off: float32 must mean binary32)."""
+    if not torch.cuda.is_available():
+        pytest.skip("no CUDA device")
+    import tfcert.export as tx
+    from tfcert.verify.formats import parse_document, read_model
+
+    assert not torch.backends.cuda.matmul.allow_tf32
+    for attention in ("hardmax", "softmax"):
+        model = _model(_dyadic_model(attention))
+        for dtype in ("float64", "float32"):
+            module = tx.to_torch(model, dtype).to("cuda")
+            assert module.device.type == "cuda"
+            assert module(DYADIC_INPUTS)[0].device.type == "cuda"
+            assert tx.max_deviation(module, model, DYADIC_INPUTS) == 0.0
+    for name, bundle in small_bundles.items():
+        model = read_model(parse_document("model.json", bundle.files["model.json"]))
+        for dtype in ("float64", "float32"):
+            dev = tx.max_deviation(tx.to_torch(model, dtype).to("cuda"), model, bundle.dataset)
+            bound = tx.certified_bound(bundle.files["certificate.json"], dtype)
+            assert math.isfinite(dev)
+            assert dev <= (1e-6 * _scale(bundle.dataset) if dtype == "float64" else math.inf), (name, dtype, dev)
+            if bound is not None:
+                assert Fraction(dev) <= bound, (name, dtype, dev, bound)
+
+
+def test_certified_bound_reads_float_claims(tmp_path):
+    import tfcert.export as tx
+
+    cert = {"phases": [{"name": "leaders", "claims": [{"kind": "exact"}]},
+                       {"name": "final", "claims": [{"kind": "float", "format": "binary64", "bound": "1/1000000"},
+                                                    {"kind": "float", "format": "binary32", "bound": "3e-2"}]}]}
+    path = tmp_path / "certificate.json"
+    path.write_text(json.dumps(cert))
+    assert tx.certified_bound(path, "float64") == Fraction(1, 10 ** 6)
+    assert tx.certified_bound(json.dumps(cert).encode(), "float32") == Fraction(3, 100)
+    assert tx.certified_bound({"phases": []}, "float32") is None
