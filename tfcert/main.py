@@ -176,6 +176,27 @@ def cmd_schema(args) -> int:
     return 0
 
 
+def cmd_export(args) -> int:
+    import hashlib
+
+    from tfcert.verify.formats import load_document, read_model
+
+    out = Path(args.output)
+    if out.exists() and Path(args.model).exists() and os.path.samefile(out, args.model):
+        raise InputError(f"{args.output}: is the input model; refusing to overwrite it")
+    doc = load_document(args.model)
+    model = read_model(doc)
+    import tfcert.export as tx  # torch is imported only here: its absence is one error line
+
+    tx._torch()
+    module = tx.to_torch(model, args.dtype, name=args.model, sha256=doc.sha256)
+    data = tx._module_bytes(module)
+    tx.write_atomic(args.output, data)
+    print(f"wrote {args.output}: {args.dtype}, {len(model.blocks)} blocks, {model.attention}, "
+          f"sha256 {hashlib.sha256(data).hexdigest()[:16]}… (load with tfcert.export.load)")
+    return 0
+
+
 def cmd_demo(args) -> int:
     from tfcert.demo import run_demo
 
@@ -263,6 +284,14 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = command("schema", "print the JSON Schema of a file format or of a --json output", cmd_schema)
     p.add_argument("name", nargs="?", metavar="NAME", help="a schema name; without it, list the names")
+
+    p = command("export", "write a model as a PyTorch module file (tfcert.export.load reads it)", cmd_export)
+    p.add_argument("model", metavar="MODEL", help="the model file (tfcert.model/1)")
+    p.add_argument("-o", "--output", required=True, metavar="FILE", help="the module file to write")
+    fmt = p.add_mutually_exclusive_group(required=True)
+    fmt.add_argument("--torch", action="store_true", help="PyTorch (safetensors layout, no pickle; docs/export.md)")
+    p.add_argument("--dtype", choices=["float64", "float32"], default="float64",
+                   help="parameters rounded once from the exact rationals to this format (default float64)")
 
     p = command("demo", "build, certify and verify a bundled 2-D example, with pictures", cmd_demo)
     p.add_argument("-o", "--output", default="tfcert-demo", metavar="DIR",

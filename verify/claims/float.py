@@ -42,7 +42,7 @@ from functools import cached_property
 
 from flint import arb, ctx, fmpq
 
-from tfcert.errors import InputError
+from tfcert.verify.errors import InputError
 from tfcert.verify.claims import Context
 from tfcert.verify.enclose import PREC, Path, bounds, coordinate_range, is_point, projection_range
 from tfcert.verify.floats import FORMATS, Format, round_nearest, up
