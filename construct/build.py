@@ -33,7 +33,7 @@ def construct(dataset: Dataset, attention: str = "hardmax", width: int = 4) -> C
     its output set. ``width`` bounds the FF width: ⌊width/4⌋ leader hats or
     snaps per layer (⌊width/3⌋ bump hats)."""
     if width < UNITS:
-        raise InputError(f"width={width} is too small; a leader hat and a snap need {UNITS} units")
+        raise InputError(f"width={width} is too small; a leader hat or a snap needs {UNITS} units")
     per_layer = width // UNITS
     d = dataset.d
     bump, seqs = bumps(dataset, width // 3)

@@ -150,7 +150,7 @@ def leader_phase(dataset: Dataset, seqs: list[list[Vec]], first_block: int, per_
         source = seqs[position[leader.sequence]][leader.token]
         k = bisect_left(keys, source[0])
         gap = min_gap(keys[max(k - 1, 0):k + 2]) or ONE
-        eps = ONE
+        eps = fmpq(1, 4)  # ≤ 1/4: a window never reaches the placed leaders and leftovers 1 below every t
         while eps > gap / 4:
             eps /= 2
         return Hat(g, dyadic_near(dot(g, source), eps / 8), eps, sub(leader.point, source),

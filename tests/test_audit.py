@@ -84,10 +84,10 @@ def test_audit_human_output(bundle, capsys):
 
 
 def corrupt_interpolation_hat(bundle, delta: Fraction, hat: int = 0, row: int = 0):
-    """Change one W entry (unit 0, the one active at the hat's centre) of an
-    interpolation hat; returns (model, the sequences that hat moves)."""
+    """Change one W entry (unit 0, active on the plateau) of an interpolation
+    snap; returns (model, the sequences that snap moves)."""
     hats = [c for ph in bundle["certificate"]["phases"] if ph["name"] == "interpolation"
-            for c in ph["claims"] if c["kind"] == "hat"]
+            for c in ph["claims"] if c["kind"] == "snap"]
     claim = hats[hat % len(hats)]
     model = copy.deepcopy(bundle["model"])
     W = model["blocks"][claim["block"]]["ff"]["W"]
@@ -107,8 +107,8 @@ def test_audit_of_a_corrupted_model(bundle, hat, row, delta, tmp_path_factory, c
     cert = tmp / "cert.json"
     rc, report = audit(model_path, bundle["paths"]["dataset"], capsys, "-o", cert)
     assert rc == 1 and report["interpolates"] is False
-    # The hat's own tokens miss their target; with Σ W ≠ 0 the group is also a
-    # ramp beyond its window, so tokens further along coordinate 1 may move too.
+    # The snap's own tokens miss their target; with Σ W ≠ 0 the group is also a
+    # ramp beyond its window, so tokens further along its coordinate may move too.
     moved = {j for j, _ in claim["moves"]}
     failing = {s["sequence"] for s in report["sequences"] if not s["exact"]}
     assert moved <= failing

@@ -155,11 +155,12 @@ def test_path_through_a_snap_is_exact():
     ff = model.blocks[snap["block"]].ff
     c, r, R = (Q(*Fraction(snap[k]).as_integer_ratio()) for k in ("center", "radius", "reach"))
     to = tuple(Q(*Fraction(v).as_integer_ratio()) for v in snap["to"])
-    inside = Path(((c - r, Q(0)), (c + r / 2, Q(0))))
+    on = lambda t: (Q(0), t)  # noqa: E731 — the snap's axis is coordinate 2
+    inside = Path((on(c - r), on(c + r / 2)))
     assert apply_ff_token(ff, inside) == to
-    straddle = apply_ff_token(ff, Path(((c - R, Q(0)), (c, Q(0)))))
-    assert isinstance(straddle, Path) and straddle.vertices[0] == (c - R, Q(0)) and straddle.vertices[-1] == to
-    outside = Path(((c + R, Q(0)), (c + R + 1, Q(0))))
+    straddle = apply_ff_token(ff, Path((on(c - R), on(c))))
+    assert isinstance(straddle, Path) and straddle.vertices[0] == on(c - R) and straddle.vertices[-1] == to
+    outside = Path((on(c + R), on(c + R + 1)))
     assert apply_ff_token(ff, outside) == outside
 
 
@@ -214,7 +215,7 @@ def test_cli_construct_softmax_and_width(tmp_path, capsys):
     assert "Theorem 1.8" in capsys.readouterr().out
     assert main(["construct", str(example_path()), "-o", str(tmp_path / "c"), "--attention", "softmax",
                  "--width", "3"]) == 2
-    assert "snap needs 4 units" in capsys.readouterr().err and not (tmp_path / "c").exists()
+    assert "a snap needs 4 units" in capsys.readouterr().err and not (tmp_path / "c").exists()
     assert main(["construct", str(example_path()), "-o", str(tmp_path / "w"), "--attention", "softmax",
                  "--width", "8"]) == 0
 

@@ -78,11 +78,11 @@ def measure(shape: tuple[int, int, int, int]) -> dict:
 
 
 def width_tradeoff(shape: tuple[int, int, int, int]) -> list[dict]:
-    """Blocks and parameters as --width packs more hats into each FF layer
-    (3 units a hat; width 3·Σm is effectively unbounded: L = 3 + bumps)."""
+    """Blocks and parameters as --width packs more hats and snaps into each FF
+    layer (4 units each; width 4·Σm is effectively unbounded)."""
     dataset = read_dataset(parse_document("dataset.json", random_dataset(*shape)))
     rows = []
-    for width in (3, 6, 12, 48, 3 * dataset.total_outputs):
+    for width in (4, 8, 16, 48, 4 * dataset.total_outputs):
         model = construct(dataset, "hardmax", width).model
         rows.append({"width": width, "blocks": len(model.blocks),
                      "parameters": parameters(model)})

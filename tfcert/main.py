@@ -34,11 +34,14 @@ def _print_json(doc: object) -> None:
 
 def cmd_construct(args) -> int:
     from tfcert.construct.bundle import build, refuse_to_replace, write
+    from tfcert.construct.snap import UNITS
     from tfcert.files import load
     from tfcert.progress import Bar
     from tfcert.report import phase_table, size_line
     from tfcert.verify.claims.size import measure
 
+    if args.width < UNITS:
+        raise InputError(f"--width: {args.width} is too small; a leader hat or a snap needs {UNITS} units")
     if not args.force:
         refuse_to_replace(args.output)  # before the work, not after it
     start = time.perf_counter()
@@ -247,7 +250,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="hardmax (Theorem 1.6) or softmax at the certified temperature tau* (Theorem 1.8); "
                         "default hardmax")
     p.add_argument("--width", type=int, default=4, metavar="W",
-                   help="FF width: floor(W/3) hats per layer, floor(W/4) snaps under softmax (default 4)")
+                   help="FF width: floor(W/4) leader hats or snaps per layer (default 4, the least)")
     p.add_argument("--force", action="store_true", help="replace a bundle already in DIR")
     p.add_argument("--json", action="store_true", help=JSON_HELP)
 
