@@ -1,6 +1,7 @@
 """Audit any model in the model format against a dataset: where and by how
 much it fails to interpolate, every hardmax tie, the least argmax gap of
-each attention layer, and its size against the theorem bounds.
+each attention layer, its size against the theorem bounds, and on request
+the certified error bound of its float64/float32 runs.
 
 Softmax models are replayed at one temperature with rigorous enclosures
 (exact until the first scored attention layer, then arb-enclosed segments or
@@ -22,9 +23,11 @@ from flint import fmpq
 from tfcert.errors import InputError
 from tfcert.verify.check import check_compatible
 from tfcert.verify.claims.exact import hausdorff_squared
+from tfcert.verify.claims.float import Analysis
 from tfcert.verify.claims.size import measure
 from tfcert.verify.enclose import is_point, width
 from tfcert.verify.evaluate import Attention, Replay
+from tfcert.verify.floats import FORMATS
 from tfcert.verify.formats import CERTIFICATE_FORMAT, Dataset, Model, load_document, read_dataset, read_model
 
 
@@ -50,6 +53,14 @@ class AttentionLayer:
 
 
 @dataclass(frozen=True)
+class FloatBound:
+    """The bound the float analysis proves for one format, or why it proves none."""
+    format: str
+    bound: fmpq | None
+    failure: str | None
+
+
+@dataclass(frozen=True)
 class AuditReport:
     sequences: tuple[SequenceVerdict, ...]
     layers: tuple[AttentionLayer, ...]
@@ -58,6 +69,7 @@ class AuditReport:
     temperature: fmpq | None = None  # softmax: the temperature audited
     largest_certified_temperature: fmpq | None = None  # softmax: by bisection
     warnings: tuple[str, ...] = ()  # the dataset's dropped duplicates
+    floats: tuple[FloatBound, ...] = ()  # --float: the certified bound of each format asked for
 
     @property
     def interpolates(self) -> bool:
@@ -132,16 +144,25 @@ def tightness(model: Model, dataset: Dataset, progress=None) -> tuple[fmpq, fmpq
     return model.temperature, tau_emp, model.temperature / tau_emp
 
 
-def audit(model: Model, dataset: Dataset, progress=None, temperature: fmpq | None = None) -> AuditReport:
+def audit(model: Model, dataset: Dataset, progress=None, temperature: fmpq | None = None,
+          floats: tuple[str, ...] = ()) -> AuditReport:
     """Replay ``model`` on every input sequence of ``dataset``: exactly, and
-    for softmax with rigorous enclosures at ``temperature`` (default: the model's)."""
+    for softmax with rigorous enclosures at ``temperature`` (default: the model's).
+    ``floats``: formats ("binary64", "binary32") whose float-run bound to prove
+    (docs/float.md), beside the same replay."""
     softmax = model.attention == "softmax"
     if temperature is not None and not softmax:
         raise InputError("--temperature: applies to softmax models; this model is hardmax")
+    if floats and temperature is not None and temperature != model.temperature:
+        raise InputError("--float: a float run uses the model's own temperature; drop --temperature")
     tau = (temperature or model.temperature) if softmax else None
-    replay = Replay(model, [p.input for p in dataset.pairs], temperature=tau)
+    inputs = [p.input for p in dataset.pairs]
+    analyses = [Analysis(model, inputs, FORMATS[name]) for name in floats]
+    replay = Replay(model, inputs, temperature=tau)
     layers, uniform = [], []
     for step in replay.steps():
+        for analysis in analyses:
+            analysis.step(step)
         if step.layer != "sa":
             continue
         if progress:
@@ -154,8 +175,11 @@ def audit(model: Model, dataset: Dataset, progress=None, temperature: fmpq | Non
                          for i, a in enumerate(row) if len(a.argmax) > 1)
             layers.append(AttentionLayer(step.block, min(gaps) if gaps else None, ties, step.attention))
     largest = largest_certified_temperature(model, dataset, tau, progress=progress) if softmax else None
+    for analysis in analyses:
+        analysis.finish()
+    bounds = tuple(FloatBound(a.fmt.name, a.bound, a.failure) for a in analyses)
     return AuditReport(verdicts(dataset, replay.sequences()), tuple(layers), tuple(uniform),
-                       measure(model, dataset, "1.8" if softmax else "1.6"), tau, largest, dataset.warnings)
+                       measure(model, dataset, "1.8" if softmax else "1.6"), tau, largest, dataset.warnings, bounds)
 
 
 def certificate(report: AuditReport, model_bytes: bytes, dataset_bytes: bytes, n_blocks: int) -> dict:
@@ -166,6 +190,7 @@ def certificate(report: AuditReport, model_bytes: bytes, dataset_bytes: bytes, n
         table = [[[list(a.argmax), None if a.gap is None else str(a.gap)] for a in row] for row in layer.table]
         claims.append({"kind": "argmax", "block": layer.block, "ties": len(layer.ties), "tokens": table})
     claims += [{"kind": "exact"}, {"kind": "size", **report.size}]
+    claims += [{"kind": "float", "format": f.format, "bound": str(f.bound)} for f in report.floats if f.bound is not None]
     return {"format": CERTIFICATE_FORMAT,
             "model_sha256": hashlib.sha256(model_bytes).hexdigest(),
             "dataset_sha256": hashlib.sha256(dataset_bytes).hexdigest(),
@@ -173,9 +198,10 @@ def certificate(report: AuditReport, model_bytes: bytes, dataset_bytes: bytes, n
             "phases": [{"name": "audit", "blocks": [0, n_blocks], "claims": claims}]}
 
 
-def audit_files(model_path: str, dataset_path: str, progress=None, temperature: fmpq | None = None):
+def audit_files(model_path: str, dataset_path: str, progress=None, temperature: fmpq | None = None,
+                floats: tuple[str, ...] = ()):
     """Read, check compatibility and audit; returns (report, model, model doc, dataset doc)."""
     model_doc, dataset_doc = load_document(model_path), load_document(dataset_path)
     model, dataset = read_model(model_doc), read_dataset(dataset_doc)
     check_compatible(model, dataset, model_doc.path, dataset_doc.path)
-    return audit(model, dataset, progress, temperature), model, model_doc, dataset_doc
+    return audit(model, dataset, progress, temperature, floats), model, model_doc, dataset_doc

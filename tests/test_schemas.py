@@ -65,7 +65,7 @@ def test_cli_outputs_validate(tmp_path, capsys):
     bad = tmp_path / "bad"
     shutil.copytree(HARDMAX, bad)
     cert = json.loads((bad / "certificate.json").read_text())
-    cert["phases"][-1]["claims"][-1]["blocks"] = 1
+    next(c for c in cert["phases"][-1]["claims"] if c["kind"] == "size")["blocks"] = 1
     (bad / "certificate.json").write_text(json.dumps(cert))
     failing = json_out(["verify", bad, "--json"], capsys)
     assert failing["ok"] is False

@@ -3,14 +3,17 @@ of the same model, measured in one run and reported as ratios (absolute
 seconds depend on the machine; ratios travel)."""
 from __future__ import annotations
 
+import json
 import random
 import time
+from fractions import Fraction
 from pathlib import Path
 
 import numpy as np
 
 from tfcert.construct.build import certificate, construct, model_bytes
 from tfcert.errors import InputError
+from tfcert.floatrun import forward
 from tfcert.progress import Bar
 from tfcert.report import json_text
 from tfcert.verify.check import verify
@@ -74,7 +77,45 @@ def measure(shape: tuple[int, int, int, int]) -> dict:
     return {"N": n_seq, "n": n, "m": m, "d": d, "blocks": len(construction.model.blocks),
             "claims": len(report.results), "verified": report.ok,
             "construct_s": round(t_construct, 3), "verify_s": round(t_verify, 3),
-            "float64_forward_s": round(t_float, 4), "verify_over_float64": round(t_verify / t_float, 2)}
+            "float64_forward_s": round(t_float, 4), "verify_over_float64": round(t_verify / t_float, 2),
+            **float_columns(construction.model, dataset, json.loads(cert))}
+
+
+def float_columns(model: Model, dataset, cert: dict) -> dict:
+    """Conditioning and float fidelity: the largest |weight|, the least hat
+    margin and argmax gap, the certified binary64/binary32 bounds (absolute
+    and over 1 + max|y|), and the deviation a numpy run shows in its own and
+    in a reversed accumulation order: max-norm Hausdorff distance of each
+    output set from its target set, measured in float64."""
+    weights = [abs(v) for blk in model.blocks for v in (
+        blk.ff.eta, *blk.ff.b, *(x for r in (*blk.ff.U, *blk.ff.W) for x in r), blk.sa.rho,
+        *(x for mtx in (blk.sa.A, blk.sa.V) for x in (mtx.scale, *(c for u, v in mtx.terms for c in (*u, *v)))))]
+    claims = [c for ph in cert["phases"] for c in ph["claims"]]
+    margins = [Fraction(c["margin"]) for c in claims if c["kind"] == "hat" and c["margin"] is not None]
+    gaps = [Fraction(g) for c in claims if c["kind"] == "argmax" for row in c["tokens"] for _, g in row if g is not None]
+    bounds = {c["format"]: Fraction(c["bound"]) for c in claims if c["kind"] == "float"}
+    scale = 1 + max(abs(float(v)) for p in dataset.pairs for y in p.output for v in y)
+    out = {"max_weight": float(max(weights)), "least_hat_margin": float(min(margins)) if margins else None,
+           "least_argmax_gap": float(min(gaps)) if gaps else None}
+    targets = [np.array([[float(v) for v in y] for y in p.output]) for p in dataset.pairs]
+    for fmt in ("binary64", "binary32"):
+        bound = bounds.get(fmt)
+        out[f"{fmt}_bound"] = None if bound is None else float(bound)
+        out[f"{fmt}_bound_rel"] = None if bound is None else float(bound) / scale
+        with np.errstate(all="ignore"):
+            for order in ("numpy", "reverse"):
+                outs = forward(model, [p.input for p in dataset.pairs], fmt, order)
+                seen = max(hausdorff(o.astype(np.float64), y) for o, y in zip(outs, targets))
+                out[f"{fmt}_observed_{order}"] = seen if np.isfinite(seen) else None  # null: inf or NaN
+    return out
+
+
+def hausdorff(a: np.ndarray, b: np.ndarray) -> float:
+    """Max-norm Hausdorff distance between two finite sets of rows (inf for non-finite rows)."""
+    if not np.isfinite(a).all():
+        return float("inf")
+    dist = np.abs(a[:, None, :] - b[None, :, :]).max(axis=2)
+    return float(max(dist.min(axis=1).max(), dist.min(axis=0).max()))
 
 
 def width_tradeoff(shape: tuple[int, int, int, int]) -> list[dict]:
@@ -133,6 +174,18 @@ def draw(rows: list[dict], trade: list[dict], out: Path) -> dict[str, str]:
     return {"scaling": str(out / "scaling.png"), "width": str(out / "width.png")}
 
 
+def float_line(r: dict) -> str:
+    """One line per shape: the certified bounds beside what numpy shows (own order / reversed)."""
+    parts = []
+    for fmt in ("binary64", "binary32"):
+        b, rel = r[f"{fmt}_bound"], r[f"{fmt}_bound_rel"]
+        certified = "no bound" if b is None else f"≤ {b:.2g} ({rel:.2g} relative)"
+        seen = " / ".join("non-finite" if v is None else f"{v:.2g}"
+                          for v in (r[f"{fmt}_observed_numpy"], r[f"{fmt}_observed_reverse"]))
+        parts.append(f"{fmt} {certified}, observed {seen}")
+    return f"max|w| {r['max_weight']:.3g}; " + "; ".join(parts)
+
+
 def run_bench(quick: bool, as_json: bool, out: str | Path = "tfcert-bench") -> int:
     rows = []
     shapes = SHAPES["quick" if quick else "full"]
@@ -146,6 +199,7 @@ def run_bench(quick: bool, as_json: bool, out: str | Path = "tfcert-bench") -> i
                       f"construct {r['construct_s']:.2f}s, verify {r['verify_s']:.2f}s "
                       f"({'ok' if r['verified'] else 'FAILED'}), float64 forward {r['float64_forward_s']:.3f}s, "
                       f"verify/float64 = {r['verify_over_float64']:.1f}x", flush=True)
+                print("    " + float_line(r), flush=True)
         bar(len(shapes), len(shapes), "width trade-off")
         trade = width_tradeoff(SHAPES["quick"][0])
     files = draw(rows, trade, Path(out))

@@ -144,7 +144,7 @@ def cmd_audit(args) -> int:
         raise InputError(f"-o: a certificate speaks about the model at its own temperature {model.temperature}; "
                          f"drop --temperature {args.temperature}")
     with Bar("audit") as bar:
-        report = audit(model, dataset, bar, tau)
+        report = audit(model, dataset, bar, tau, tuple(args.float or ()))
     _warn(report.warnings)
     if args.output:
         cert = dumps(certificate(report, model_doc.raw, dataset_doc.raw, len(model.blocks)))
@@ -271,6 +271,9 @@ def build_parser() -> argparse.ArgumentParser:
     files(p, ("model", "dataset"))
     p.add_argument("--temperature", metavar="TAU",
                    help="softmax models: audit at this temperature (a number such as 1/8) instead of the model's")
+    p.add_argument("--float", action="append", choices=["binary64", "binary32"], metavar="FORMAT",
+                   help="also prove a bound on float runs in this format (binary64 or binary32; repeatable): "
+                        "the bound, or the first layer where none can be given and why (docs/float.md)")
     p.add_argument("-o", "--output", metavar="CERT", help="write a certificate of the audit")
     p.add_argument("--json", action="store_true", help=JSON_HELP)
 

@@ -111,6 +111,10 @@ def audit_json(report) -> dict:
     if report.temperature is not None:
         out["temperature"] = str(report.temperature)
         out["largest_certified_temperature"] = _opt(report.largest_certified_temperature)
+    if report.floats:
+        out["float"] = [{"format": f.format, "bound": _opt(f.bound),
+                         "bound_float": None if f.bound is None else float(f.bound), "failure": f.failure}
+                        for f in report.floats]
     return out
 
 
@@ -125,6 +129,9 @@ def audit_human(report) -> str:
         ties = f", {len(l.ties)} tie(s): " + " ".join(f"[{a},{b}]" for a, b in l.ties) if l.ties else ""
         lines.append(f"attention block {l.block}: least argmax gap {l.min_gap}{ties}")
     lines.append(size_line(report.size))
+    for f in report.floats:
+        lines.append(f"float {f.format}: " + (f"every output within {float(f.bound):.3g} of the exact one "
+                                               f"(bound {f.bound})" if f.bound is not None else f"no bound: {f.failure}"))
     if softmax:
         largest = report.largest_certified_temperature
         lines.append("largest certified temperature: " +

@@ -163,6 +163,7 @@ class Analysis:
             flat.extend(seq)
         self.failure: str | None = None
         self.bound: fmpq | None = None
+        self.uncertain: str | None = None  # the first ReLU the float run may switch: where bounds start to grow
         self._blocks: dict[tuple[int, str], object] = {}
         try:
             self.err = [self._input_error(x) for x in flat]
@@ -172,6 +173,11 @@ class Analysis:
         self._refresh(flat)
 
     # ---- helpers
+
+    def _ref(self, g: int) -> list[int]:
+        """[sequence position, token] of flat token g."""
+        j = bisect_right(self.offsets, g) - 1
+        return [j, g - self.offsets[j]]
 
     def _input_error(self, x: Vec) -> tuple:
         return tuple(abs(round_nearest(v, self.fmt) - v) for v in x)
@@ -227,7 +233,8 @@ class Analysis:
                 else:
                     self._sa(step, flat_before, flat_after, where)
         except (Failed, OverflowError) as exc:
-            self.failure = f"{where}: {exc}"
+            self.failure = f"{where}: {exc}" + (f" (the first ReLU a float run may switch: {self.uncertain})"
+                                                 if self.uncertain else "")
         except ArithmeticError as exc:
             self.failure = f"{where}: not checked: {exc}"
 
@@ -249,7 +256,7 @@ class Analysis:
                             + fmt.gamma(max(c, 1)) * scaled + c * fmt.tiny)
         todo = self._ff_reach(step, before, U, b, W, eta, unit_err)
         for g in todo:
-            self.err[g] = self._ff_token(before[g], self.err[g], eta, U, b, W, where)
+            self.err[g] = self._ff_token(before[g], self.err[g], eta, U, b, W, f"{where}: token {self._ref(g)}")
         if len(todo) == len(before):
             self._refresh(after)
         else:
@@ -319,6 +326,9 @@ class Analysis:
             else:
                 status.append("on" if lo - err >= 0 else "uncertain")
                 smag.append(up(max(abs(lo), abs(hi))) + err)
+                if status[-1] == "uncertain" and self.uncertain is None:
+                    self.uncertain = (f"{where}: unit {k}'s pre-activation [{float(lo):.3g}, {float(hi):.3g}] "
+                                      f"is within its error bound {float(err):.3g} of 0")
             dz.append(err)
             rho.append(up(rounding))
         out = []

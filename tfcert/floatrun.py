@@ -1,5 +1,7 @@
 """A float forward pass of a model in numpy, the way a framework runs it,
-in a chosen evaluation order — the observed side of the float claim.
+in a chosen evaluation order — the observed side of the float claim (the
+bench and the tests compare it with the certified bound; the verifier never
+runs floats).
 
 Parameters and inputs are rounded to the dtype exactly (round to nearest
 from the rational, never through float64 for float32). ``order``: "numpy"
@@ -52,34 +54,38 @@ def matmul(a: np.ndarray, b: np.ndarray, order: str) -> np.ndarray:
 
 
 def forward(model: Model, sequences, fmt: str, order: str = "numpy") -> list[np.ndarray]:
+    """The model's float run. Feed-forward layers act on every token at once;
+    an attention layer with ρ = 1 and V = 0 is skipped (x + 0 is x exactly)."""
     t = DTYPES[fmt]
     d = model.d
-    xs = [array(seq, fmt, (len(seq), d)) for seq in sequences]
+    lengths = [len(seq) for seq in sequences]
+    X = np.vstack([array(seq, fmt, (len(seq), d)) for seq in sequences])
     tau = rounded(model.temperature, fmt) if model.temperature is not None else None
     for block in model.blocks:
         ff, sa = block.ff, block.sa
         U = array(ff.U, fmt, (len(ff.U), d))
         b = vector(ff.b, fmt)
         W = array(ff.W, fmt, (d, len(ff.U)))
-        eta = rounded(ff.eta, fmt)
-        A, V = dense(sa.A, d, fmt), dense(sa.V, d, fmt)
-        rho = rounded(sa.rho, fmt)
-        out = []
-        for X in xs:
-            pre = matmul(np.hstack([X, np.ones((len(X), 1), dtype=t)]), np.vstack([U.T, b[None, :]]), order)
-            hidden = np.maximum(pre, t(0))
-            X = matmul(np.hstack([X * eta, hidden]), np.vstack([np.eye(d, dtype=t), W.T]), order)
-            S = matmul(matmul(X, A.T, order), X.T, order)
+        pre = matmul(np.hstack([X, np.ones((len(X), 1), dtype=t)]), np.vstack([U.T, b[None, :]]), order)
+        X = matmul(np.hstack([X * rounded(ff.eta, fmt), np.maximum(pre, t(0))]),
+                   np.vstack([np.eye(d, dtype=t), W.T]), order).astype(t)
+        if sa.rho == 1 and sa.V.scale == 0 and not any(any(u) and any(v) for u, v in sa.V.terms):
+            continue
+        A, V, rho = dense(sa.A, d, fmt), dense(sa.V, d, fmt), rounded(sa.rho, fmt)
+        out, start = [], 0
+        for n in lengths:
+            Y = X[start:start + n]
+            start += n
+            S = matmul(matmul(Y, A.T, order), Y.T, order)
             if model.attention == "hardmax":
                 P = (S == S.max(axis=1, keepdims=True)).astype(t)
                 P = P / P.sum(axis=1, keepdims=True)
             else:
                 Z = np.exp(S / tau - (S / tau).max(axis=1, keepdims=True))
                 P = Z / Z.sum(axis=1, keepdims=True)
-            mean = matmul(P.astype(t), X, order)
-            out.append((X * rho + matmul(mean, V.T, order)).astype(t))
-        xs = out
-    return xs
+            out.append((Y * rho + matmul(matmul(P.astype(t), Y, order), V.T, order)).astype(t))
+        X = np.vstack(out)
+    return np.split(X, np.cumsum(lengths)[:-1])
 
 
 def deviation(model: Model, sequences, exact, fmt: str, order: str = "numpy") -> float:
