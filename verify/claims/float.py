@@ -202,7 +202,9 @@ class Analysis:
                 self.E[j] = ej
 
     def _check_range(self, value: fmpq, what: str) -> None:
-        if value * (1 + self.fmt.unit) >= self.fmt.largest:
+        """Every partial sum of terms whose magnitudes add up to ``value`` is at
+        most (1 + γ)·value ≤ 2·value: below the largest number, nothing overflows."""
+        if 2 * value >= self.fmt.largest:
             raise Failed(f"{what} may overflow {self.fmt.name} (magnitude bound {float(value):.3g})")
 
     def _rounded(self, k: int, layer: str):
@@ -453,7 +455,7 @@ class Analysis:
                 for c in range(d):
                     spread = sum((wh * ((1 + g) * mg[c] + mags[a][c]) for l, (wh, mg) in enumerate(zip(w_hat, mags))
                                   if l != a), ZERO)
-                    em[c] = min(em[c], up(errs[a][c] + 2 * g * mags[a][c] + spread + n * fmt.tiny))
+                    em[c] = min(em[c], up(errs[a][c] + (2 * g + g * g) * mags[a][c] + spread + n * fmt.tiny))
                     mm[c] = min(mm[c], up((1 + g) * mags[a][c] + spread))
             out.append((em, mm))
         return out
