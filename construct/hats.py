@@ -111,16 +111,18 @@ def hat_blocks(hats: list[Hat], per_layer: int, d: int, first_block: int,
 
 
 def direction(values: list[Vec], d: int, attempt_start: int = 0) -> Vec:
-    """A direction w = (1, r_2, …, r_d), |r_i| ≤ 1/16, on which the given
-    distinct points have pairwise distinct projections. Simple choices collide
-    on small-integer data, so candidates come from a fixed pseudo-random
-    sequence (deterministic) and are checked exactly."""
+    """A direction w = (1, r_2, …, r_d), |r_i| ≤ 1/16 multiples of 2^-20, on
+    which the given distinct points have pairwise distinct projections. Simple
+    choices collide on small-integer data (and coarse ones on many tokens:
+    r_i = k/4096 gives integer tokens only ~10^5 possible projections), so
+    candidates come from a fixed pseudo-random sequence (deterministic) and
+    are checked exactly."""
     state = 12345 + attempt_start
     for _ in range(10_000):
         coords = [ONE]
         for _ in range(d - 1):
             state = (state * 1103515245 + 12345) % 2**31
-            coords.append(fmpq(state % 513 - 256, 4096))
+            coords.append(fmpq(state % 131073 - 65536, 2 ** 20))
         w = tuple(coords)
         if len({dot(w, x) for x in values}) == len(values):
             return w

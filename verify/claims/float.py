@@ -144,6 +144,15 @@ def matrix(m: LowRank, fmt: Format) -> Matrix:
     return Matrix(Rounded((m.scale,), fmt), tuple((Rounded(u, fmt), Rounded(v, fmt)) for u, v in m.terms))
 
 
+def show(q: fmpq) -> str:
+    """A rational for a message: 3 significant digits, or its power of two
+    when a float cannot hold it."""
+    if q == 0:
+        return "0"
+    bits = int(abs(q.p)).bit_length() - int(q.q).bit_length()
+    return f"{float(q):.3g}" if abs(bits) < 1000 else f"{'-' if q < 0 else ''}2^{bits}"
+
+
 class Failed(Exception):
     """No bound can be given from this layer on; the message says why."""
 
@@ -205,7 +214,7 @@ class Analysis:
         """Every partial sum of terms whose magnitudes add up to ``value`` is at
         most (1 + γ)·value ≤ 2·value: below the largest number, nothing overflows."""
         if 2 * value >= self.fmt.largest:
-            raise Failed(f"{what} may overflow {self.fmt.name} (magnitude bound {float(value):.3g})")
+            raise Failed(f"{what} may overflow {self.fmt.name} (magnitude bound {show(value)})")
 
     def _rounded(self, k: int, layer: str):
         key = (k, layer)
@@ -293,7 +302,7 @@ class Analysis:
         plus a bias that is 0 or within a factor 2 of minus that product —
         Sterbenz's lemma (Higham, Thm 2.5): y/2 ≤ x ≤ 2y makes x − y exact."""
         entries = [(j, v) for j, v in enumerate(row.hat) if v != 0]
-        if len(entries) != 1 or row.delta[entries[0][0]] != 0:
+        if len(entries) != 1 or any(row.delta):  # every entry exact: none rounded to (or from) 0
             return False
         j, v = entries[0]
         num, den = abs(int(v.p)), int(v.q)
@@ -329,8 +338,8 @@ class Analysis:
                 status.append("on" if lo - err >= 0 else "uncertain")
                 smag.append(up(max(abs(lo), abs(hi))) + err)
                 if status[-1] == "uncertain" and self.uncertain is None:
-                    self.uncertain = (f"{where}: unit {k}'s pre-activation [{float(lo):.3g}, {float(hi):.3g}] "
-                                      f"is within its error bound {float(err):.3g} of 0")
+                    self.uncertain = (f"{where}: unit {k}'s pre-activation [{show(lo)}, {show(hi)}] "
+                                      f"is within its error bound {show(err)} of 0")
             dz.append(err)
             rho.append(up(rounding))
         out = []
@@ -361,11 +370,15 @@ class Analysis:
 
     def _sa(self, step, before, after, where: str) -> None:
         rho, A, V = self._rounded(step.block, "sa")
-        if rho.exact[0] == 1 and rho.hat[0] == 1 and V.literal_zero:
-            if not A.literal_zero:
-                self._check_range(A.bilinear(self.X, self.X, "hat"), "an attention score")
-            return  # x̂ + 0·(finite) = x̂ exactly
         softmax = self.model.attention == "softmax"
+        for name, m in (("A", A), ("V", V)):
+            self._check_matrix(m, name)
+        scores = A.bilinear(self.X, self.X, "hat")
+        self._check_range(scores, "an attention score")
+        if softmax:
+            self._check_range(scores / round_nearest(self.model.temperature, self.fmt), "a scaled attention score")
+        if rho.exact[0] == 1 and rho.hat[0] == 1 and V.literal_zero:
+            return  # x̂ + 0·(finite) = x̂ exactly
         new = []
         for j, seq in enumerate(step.before):
             o = self.offsets[j]
@@ -382,18 +395,25 @@ class Analysis:
         self.err = new
         self._refresh(after)
 
+    def _check_matrix(self, m: Matrix, name: str) -> None:
+        """A dense scale·I + Σ u vᵀ and its product with any token stay finite."""
+        entry = abs(m.scale.hat[0]) + sum((max(map(abs, u.hat)) * max(map(abs, v.hat)) for u, v in m.terms), ZERO)
+        self._check_range(entry, f"an entry of {name}")
+        self._check_range(2 * max(m.apply_abs(self.X, "hat")), f"{name} times a token")
+
     def _uniform(self, mags, errs) -> tuple:
         n = len(mags)
         e = [sum((err[c] for err in errs), ZERO) / n for c in range(self.d)]
         m = [sum((mg[c] for mg in mags), ZERO) / n for c in range(self.d)]
         g = self.fmt.gamma(n + 1)
-        return [up(ec + g * mc + self.fmt.tiny) for ec, mc in zip(e, m)], m
+        return [up(ec + g * mc + n * self.fmt.tiny) for ec, mc in zip(e, m)], m
 
     def _score_error(self, A: Matrix, mi, ei, xi_abs, M, E) -> fmpq:
         """A bound on |ŝ_il − s_il| for every l of the sequence (M, E its maxima)."""
         d, r = self.d, len(A.terms)
+        underflow = (r + 1) * sum(mi, ZERO) * sum(M, ZERO) + d * sum(mi, ZERO) + d * d + d + r * (2 * d + 1)
         return (A.bilinear(ei, M) + A.bilinear(xi_abs, E) + A.bilinear_delta(mi, M)
-                + self.fmt.gamma(2 * d + r + 2) * A.bilinear(mi, M, "hat") + (d * d + d + r * (2 * d + 1)) * self.fmt.tiny)
+                + self.fmt.gamma(2 * d + r + 2) * A.bilinear(mi, M, "hat") + underflow * self.fmt.tiny)
 
     def _seq_max(self, vectors) -> list:
         return [max(v[c] for v in vectors) for c in range(self.d)]
@@ -410,7 +430,7 @@ class Analysis:
             delta = up(self._score_error(A, mags[i], e, [abs(v) for v in x], M, E))
             self._check_range(A.bilinear(mags[i], M, "hat"), "an attention score")
             if att.gap is not None and not att.gap > 2 * delta:
-                raise Failed(f"{ref}: argmax gap {float(att.gap):.3g} ≤ 2 × score error {float(delta):.3g}")
+                raise Failed(f"{ref}: argmax gap {show(att.gap)} ≤ 2 × score error {show(delta)}")
             a = att.argmax[0]
             out.append((errs[a], mags[a]))  # one argmax: copied exactly
         return out
@@ -471,8 +491,9 @@ class Analysis:
         for c in range(self.d):
             terms = abs(rho.hat[0]) * mag[c] + hat[c]
             self._check_range(terms, f"coordinate {c + 1} of the attention output")
+            underflow = (len(V.terms) + 1) * sum(mm, ZERO) + self.d + 2 * len(V.terms) + 2  # dense entries, products
             out.append(up(abs(rho.exact[0]) * e[c] + rho.delta[0] * mag[c] + applied[c] + dv[c]
-                          + fmt.gamma(depth) * terms + (self.d + 2 * len(V.terms) + 2) * fmt.tiny))
+                          + fmt.gamma(depth) * terms + underflow * fmt.tiny))
         return tuple(out)
 
 
@@ -512,5 +533,5 @@ def check(claim: Claim, context: Context, analysis: Analysis) -> list[str]:
     if analysis.failure is not None:
         return [f"no {claim.format.name} bound: {analysis.failure}"]
     if analysis.bound > claim.bound:
-        return [f"bound: stated {claim.bound}, the proven bound is {analysis.bound} ({float(analysis.bound):.3g})"]
+        return [f"bound: stated {claim.bound}, the proven bound is {analysis.bound} ({show(analysis.bound)})"]
     return []
