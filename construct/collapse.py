@@ -16,7 +16,7 @@ from __future__ import annotations
 from flint import fmpq
 
 from tfcert.construct.leaders import UP, side
-from tfcert.verify.evaluate import apply_sa_hardmax, hardmax_attention
+from tfcert.verify.evaluate import apply_sa_hardmax, attention_table
 from tfcert.verify.formats import SA, Dataset, LowRank
 from tfcert.verify.numbers import Vec, unit
 
@@ -35,7 +35,7 @@ def collapse(dataset: Dataset, seqs: list[list[Vec]], block: int) -> tuple[SA, l
     sa = collapse_sa(dataset.d)
     table, after = [], []
     for X in seqs:
-        att = [hardmax_attention(sa.A, X, i) for i in range(len(X))]
+        att = attention_table(sa.A, X)
         table.append([[list(a.argmax), None if a.gap is None else str(a.gap)] for a in att])
         after.append(apply_sa_hardmax(sa, X, att))
     ties = sum(len(a[0]) > 1 for row in table for a in row)

@@ -8,7 +8,7 @@ from flint import ctx, fmpq
 
 from tfcert.verify.claims.tau_star import RESOLUTION, closed_form_ok, constrained, max_bound
 from tfcert.verify.enclose import PREC, Noise, ball, bounds, noise, rank_one
-from tfcert.verify.evaluate import attention_of, scores
+from tfcert.verify.evaluate import Scores, attention_of
 from tfcert.verify.formats import SA, Dataset
 from tfcert.verify.numbers import Vec, dot
 
@@ -24,9 +24,9 @@ def collapse_noise(sa: SA, seqs: list[list[Vec]]) -> tuple[tuple[Noise, ...], ..
     out = []
     for X in seqs:
         values = [dot(v, x) for x in X]
-        row = []
+        row, table = [], Scores(sa.A, X)
         for i in range(len(X)):
-            s = scores(sa.A, X, i)
+            s = table.row(i)
             row.append(noise(s, values, attention_of(s).argmax))
         out.append(tuple(row))
     return tuple(out)

@@ -49,6 +49,8 @@ def apply_low_rank(m: LowRank, x: Vec) -> Vec:
 
 def is_zero_matrix(m: LowRank, d: int) -> bool:
     """Whether scale·I + Σ u vᵀ is the zero matrix (checked entry by entry)."""
+    if not m.terms:
+        return m.scale == 0
     for i in range(d):
         for k in range(d):
             entry = m.scale if i == k else ZERO
@@ -67,13 +69,32 @@ class Attention:
     gap: fmpq | None
 
 
-def scores(A: LowRank, X: list[Vec], i: int) -> list[fmpq]:
-    ax = apply_low_rank(A, X[i])
-    return [dot(ax, x) for x in X]
+class Scores:
+    """The scores ⟨A x_i, x_l⟩ of one sequence. With A = scale·I + Σ u_k v_kᵀ,
+    ⟨A x_i, x_l⟩ = scale·⟨x_i, x_l⟩ + Σ_k (v_k·x_i)(u_k·x_l): each token's r
+    query and key projections are computed once, so a score costs r
+    products instead of d² (exactly the same rational)."""
+
+    def __init__(self, A: LowRank, X: list[Vec]):
+        self.A, self.X = A, X
+        self.queries = [tuple(dot(v, x) for _, v in A.terms) for x in X]
+        self.keys = [tuple(dot(u, x) for u, _ in A.terms) for x in X]
+
+    def row(self, i: int) -> list[fmpq]:
+        q, scale, xi = self.queries[i], self.A.scale, self.X[i]
+        out = []
+        for x, k in zip(self.X, self.keys):
+            total = scale * dot(xi, x) if scale != 0 else ZERO
+            for a, b in zip(q, k):
+                total += a * b
+            out.append(total)
+        return out
 
 
-def hardmax_attention(A: LowRank, X: list[Vec], i: int) -> Attention:
-    return attention_of(scores(A, X, i))
+def attention_table(A: LowRank, X: list[Vec]) -> list[Attention]:
+    """Every token's hardmax attention in one sequence."""
+    table = Scores(A, X)
+    return [attention_of(table.row(i)) for i in range(len(X))]
 
 
 def attention_of(s: list[fmpq]) -> Attention:
@@ -155,8 +176,9 @@ def sa_rank_one(sa: SA, X: list[Vec], tau: fmpq, below: bool) -> tuple[list[Toke
     values = [dot(v, x) for x in X]
     floor, ceil = min(values), max(values)
     out, table, noises = [], [], []
+    rows = Scores(sa.A, X)
     for i, x in enumerate(X):
-        s = scores(sa.A, X, i)
+        s = rows.row(i)
         att = attention_of(s)
         nz = noise(s, values, att.argmax)
         if below:
@@ -360,7 +382,7 @@ class Replay:
                 shift = apply_low_rank(sa.V, mean(X, range(n)))
                 new = [add(scale(sa.rho, x), shift) for x in X]
             else:
-                att = [hardmax_attention(sa.A, X, i) for i in range(n)]
+                att = attention_table(sa.A, X)
                 attention.append(tuple(att))
                 new = apply_sa_hardmax(sa, X, att)
             updates.update({o + i: x for i, x in enumerate(new)})

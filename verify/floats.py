@@ -17,6 +17,7 @@ short dyadic so that bounds carried through thousands of layers stay small.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property, lru_cache
 
 from flint import fmpq
 
@@ -32,25 +33,26 @@ class Format:
     emin: int
     emax: int
 
-    @property
+    @cached_property
     def unit(self) -> fmpq:
         """u = 2^-p: round to nearest errs by at most u relative."""
         return fmpq(1, 2 ** self.precision)
 
-    @property
+    @cached_property
     def tiny(self) -> fmpq:
         """The spacing of the subnormal numbers (the least positive number)."""
         return fmpq(1, 2 ** (self.precision - 1 - self.emin))
 
-    @property
+    @cached_property
     def normal(self) -> fmpq:
         """The least positive normal number."""
         return fmpq(2) ** self.emin
 
-    @property
+    @cached_property
     def largest(self) -> fmpq:
         return fmpq(2 ** self.precision - 1) * fmpq(2) ** (self.emax - self.precision + 1)
 
+    @lru_cache(maxsize=None)
     def gamma(self, k: int) -> fmpq:
         """γ_k = ku/(1 − ku): the relative error of k roundings in a row."""
         ku = k * self.unit
@@ -89,9 +91,12 @@ def round_nearest(q: fmpq, fmt: Format) -> fmpq:
 
 
 def up(q: fmpq) -> fmpq:
-    """The least dyadic with at most BOUND_BITS significant bits that is ≥ q ≥ 0."""
+    """A dyadic with at most BOUND_BITS significant bits that is ≥ q ≥ 0 (q
+    itself when it is already that short)."""
     if q <= 0:
         return fmpq(0)
+    if q.q.bit_length() <= 64 and q.p.bit_length() <= 64:
+        return q  # short already
     num, den = int(q.p), int(q.q)
     shift = BOUND_BITS - 1 - _floor_log2(num, den)
     top, bottom = (num << shift, den) if shift >= 0 else (num, den << -shift)

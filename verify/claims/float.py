@@ -45,6 +45,7 @@ from flint import arb, ctx, fmpq
 from tfcert.verify.errors import InputError
 from tfcert.verify.claims import Context
 from tfcert.verify.enclose import PREC, Path, bounds, coordinate_range, is_point, projection_range
+from tfcert.verify.evaluate import Scores
 from tfcert.verify.floats import FORMATS, Format, round_nearest, up
 from tfcert.verify.formats import FF, SA, LowRank, Model, number
 from tfcert.verify.numbers import Vec, dot
@@ -193,7 +194,9 @@ class Analysis:
 
     def _mag(self, x, e) -> list:
         """Per coordinate: a bound on |x̂| (and on |x| over the enclosure)."""
-        return [up(max(abs(lo), abs(hi))) + ei for (lo, hi), ei in
+        if is_point(x):
+            return [up(abs(v) + ej) for v, ej in zip(x, e)]
+        return [up(max(abs(lo), abs(hi)) + ei) for (lo, hi), ei in
                 ((coordinate_range(x, j), e[j]) for j in range(self.d))]
 
     def _refresh(self, flat) -> None:
@@ -330,18 +333,18 @@ class Analysis:
                 c = nonzero(row.hat) + (b.hat[k] != 0)
                 scaled = absdot(row.hat, mag) + abs(b.hat[k])
                 rounding = absdot(row.delta, mag) + b.delta[k] + fmt.gamma(max(c, 1)) * scaled + c * fmt.tiny
-            err = up(absdot(row.exact, e) + rounding)
+            err = absdot(row.exact, e) + rounding
             if hi + err <= 0:
                 status.append("off")
                 smag.append(ZERO)
             else:
                 status.append("on" if lo - err >= 0 else "uncertain")
-                smag.append(up(max(abs(lo), abs(hi))) + err)
+                smag.append(max(abs(lo), abs(hi)) + err)
                 if status[-1] == "uncertain" and self.uncertain is None:
                     self.uncertain = (f"{where}: unit {k}'s pre-activation [{show(lo)}, {show(hi)}] "
                                       f"is within its error bound {show(err)} of 0")
             dz.append(err)
-            rho.append(up(rounding))
+            rho.append(rounding)
         out = []
         for i in range(d):
             row_m = [eta.exact[0] if j == i else ZERO for j in range(d)]
@@ -387,7 +390,8 @@ class Analysis:
             if A.literal_zero and not softmax:
                 means = [self._uniform(mags, errs)] * len(seq)
             elif softmax:
-                means = self._softmax(seq, mags, errs, A, step.after[j], rho, V)
+                means = self._softmax(seq, mags, errs, A, Scores(self.model.blocks[step.block].sa.A, list(seq)),
+                                      step.after[j], rho, V)
             else:
                 means = self._hardmax(step.attention[j], seq, mags, errs, A, j)
             for i, e in enumerate(errs):
@@ -435,7 +439,7 @@ class Analysis:
             out.append((errs[a], mags[a]))  # one argmax: copied exactly
         return out
 
-    def _softmax(self, seq, mags, errs, A: Matrix, after, rho, V: Matrix) -> list:
+    def _softmax(self, seq, mags, errs, A: Matrix, table: Scores, after, rho, V: Matrix) -> list:
         """Per token (error, magnitude) of the attention mean. Around the exact
         mean: every weight within a factor e^{±2Δ} (Δ the error of the scaled
         scores) up to rounding. With a unique exact argmax a, tighter: the
@@ -455,7 +459,7 @@ class Analysis:
         floor = 2 * (n + 1) * fmt.tiny
         out = []
         for i, (x, e) in enumerate(zip(seq, errs)):
-            s = [ZERO] * n if A.literal_zero else [dot(_apply(A, x), y) for y in seq]
+            s = [ZERO] * n if A.literal_zero else table.row(i)
             ds = ZERO if A.literal_zero else up(self._score_error(A, mags[i], e, [abs(v) for v in x], M, E))
             smax = max(s)
             big = max(abs(v) for v in s)
