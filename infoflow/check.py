@@ -502,8 +502,8 @@ class _Checker:
 
     def use(self, where: str, mode: str, cls: str, role: str, name: str | None) -> None:
         if role == "copy":
-            if cls != "T+1" or name is not None or mode != "max":
-                self.fail(f"{where}: a copy is a max retrieval at T+1 naming no reduction")
+            if cls != "T+1" or name is not None or mode not in ("max", "kth"):
+                self.fail(f"{where}: a copy is a retrieval at T+1 naming no reduction")
             return
         n = self.w.reductions.get(name)
         if n is None or not n.holdable or len(n.over) != 1:

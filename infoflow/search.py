@@ -318,11 +318,15 @@ def _extract(target: Target, arch: Architecture, rules: Rules, plan: list[dict],
         carrier = None
         if any(v[1] == "transfer" for v in here.values()):
             carrier = next((("ret",) + r for r in rets if r[1] == "out"), ("copy",))
+        # a copy takes the head of an unneeded retrieval at T+1 the model made: of its mode
+        layer = plan[l - 1]
+        copy_mode = "max" if layer["copy"] or any(
+            c == "out" and rules.nodes[n].mode == "max" for n, c in layer["ret"]) else "kth"
         heads: list[HeadPlan] = []
         for mode in ("max", "kth"):
             tok = [r for r in rets if r[1] == "tok" and rules.nodes[r[0]].mode == mode]
             out = [r for r in rets if r[1] == "out" and rules.nodes[r[0]].mode == mode]
-            if mode == "max" and carrier == ("copy",):
+            if mode == copy_mode and carrier == ("copy",):
                 out.append("copy")
             for i in range(max(len(tok), len(out))):
                 t = tok[i] if i < len(tok) else None
