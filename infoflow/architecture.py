@@ -5,6 +5,9 @@ from dataclasses import dataclass
 
 from tfcert.errors import InputError
 
+MAX_LAYERS = 64        # layers an architecture may have (each is a block of the z3 encoding)
+MAX_HEADS = 4096       # heads per layer (a witness lists every head)
+
 
 @dataclass(frozen=True)
 class Architecture:
@@ -25,9 +28,12 @@ class Architecture:
                 raise InputError(f"{option}: must be an integer >= 1, got {value!r}")
         if not self.heads:
             raise InputError("--heads: at least one layer is needed")
+        if len(self.heads) > MAX_LAYERS:
+            raise InputError(f"--heads: at most {MAX_LAYERS} layers, got {len(self.heads)}")
         for i, h in enumerate(self.heads):
-            if isinstance(h, bool) or not isinstance(h, int) or h < 0:
-                raise InputError(f"--heads: entry {i + 1} must be an integer >= 0, got {h!r}")
+            if isinstance(h, bool) or not isinstance(h, int) or not 0 <= h <= MAX_HEADS:
+                raise InputError(f"--heads: entry {i + 1} must be an integer in 0..{MAX_HEADS}, "
+                                 f"got {h!r}")
 
     @property
     def layers(self) -> int:
@@ -51,5 +57,6 @@ def parse_heads(text: str) -> tuple[int, ...]:
         try:
             heads.append(int(p))
         except ValueError:
-            raise InputError(f"--heads: entry {i + 1} is not an integer: {p!r}") from None
+            shown = p if len(p) <= 40 else p[:37] + "..."
+            raise InputError(f"--heads: entry {i + 1} is not an integer: {shown!r}") from None
     return tuple(heads)

@@ -1,14 +1,18 @@
-"""``tfcert infoflow predict | min-heads | table``: a thin layer over the library."""
+"""``tfcert infoflow predict | min-heads | depth | check | table``: a thin layer over the library."""
 from __future__ import annotations
 
 import argparse
+import json
+import os
+from pathlib import Path
 
 from tfcert.errors import InputError
 from tfcert.infoflow.architecture import Architecture, parse_heads
-from tfcert.infoflow.search import MinHeads, Prediction, min_heads, predict
+from tfcert.infoflow.calculus import Rules, depth_closure
+from tfcert.infoflow.search import Depth, MinHeads, Prediction, Proof, depth, min_heads, predict
 from tfcert.infoflow.table import TABLE_T, predictions_table
 from tfcert.infoflow.targets import Target, parse_target
-from tfcert.infoflow.witness import Derivation
+from tfcert.infoflow.witness import SHOW, WITNESS_FORMAT, Derivation
 from tfcert.report import json_text
 
 
@@ -16,12 +20,17 @@ def _int(option: str, text: str) -> int:
     try:
         return int(text)
     except ValueError:
-        raise InputError(f"{option}: expected an integer, got {text!r}") from None
+        shown = text if len(text) <= 40 else text[:37] + "..."
+        raise InputError(f"{option}: expected an integer, got {shown!r}") from None
 
 
-def _target_json(t: Target, T: int) -> dict:
+def _depth_of(t: Target, positional: bool) -> int | None:
+    return depth_closure(Rules(t.calc, 1, 1, positional))[0]
+
+
+def _target_json(t: Target, T: int, positional: bool = False) -> dict:
     return {**t.to_json(), "order": t.order, "dimension": t.dimension,
-            "comparison_number": t.comparison_number(T)}
+            "comparison_number": t.comparison_number(T), "depth": _depth_of(t, positional)}
 
 
 def _rows(header: list[str], rows: list[list[str]]) -> str:
@@ -30,37 +39,113 @@ def _rows(header: list[str], rows: list[list[str]]) -> str:
                      for r in [header, *rows])
 
 
-def _witness_text(w: Derivation, ranks: dict[str, int]) -> str:
-    plans = [[str(l), str(h), p.mode,
-              *("-" if p.use(cls) is None else p.use(cls).describe(cls, ranks[p.use(cls).comparison])
-                for cls in ("tok", "out"))]
-             for l, layer in enumerate(w.plans, 1) for h, p in enumerate(layer, 1)]
-    sets = [[str(l), "{" + ", ".join(tok) + "}", "{" + ", ".join(out) + "}"]
-            for l, (tok, out) in enumerate(w.info)]
-    return (_rows(["layer", "head", "mode", "at t", "at T+1"], plans) + "\n\n"
-            + _rows(["layer", "I(t,l)", "I(T+1,l)"], sets))
+def _describe(w: Derivation, plan, cls: str) -> str:
+    who = SHOW[cls]
+    if plan.mode == "pos":
+        return "attends to position(s) " + ", ".join(map(str, plan.positions))
+    u = plan.use(cls)
+    if u is None:
+        return "-"
+    if u.role == "copy":
+        return f"{who} retrieves a token -> the closed facts it holds"
+    tree = w.target.calc
+    node = tree.by_name()[u.node]
+    subst = {node.over[0]: "s"}
+    if node.free:
+        subst[next(iter(node.free))] = who
+    best = "argbest" if node.rank == 1 else f"arg-{node.rank}th-best"
+    got = f"{node.name}({who})" if node.free else node.name
+    return f"{who} retrieves s* = {best}_s {tree.render(node.children[0], subst)} -> {got}"
+
+
+def _witness_text(w: Derivation) -> str:
+    plans = [[str(l), str(h), p.mode, _describe(w, p, "tok"), _describe(w, p, "out")]
+             for l, layer in enumerate(w.plans, 1) for h, p in enumerate(layer, 1)
+             if p.mode != "off"]
+    off = sum(p.mode == "off" for layer in w.plans for p in layer)
+    sets = w.info if w.info is not None else w.generators
+    rows = [[str(l), "{" + ", ".join(tok) + "}", "{" + ", ".join(out) + "}"]
+            for l, (tok, out) in enumerate(sets)]
+    steps = [[str(s.layer), SHOW[s.at], s.fact, s.rule, "-" if s.head is None else str(s.head),
+              ", ".join(f"{f}@{SHOW[c]}" for f, c in s.premises) or "-",
+              ", ".join(f"{t.law} = {t.value(w.arch.T)}" for t in s.costs) or "-"]
+             for s in w.steps]
+    note = "" if w.info is not None else "\n(information sets as unions: I(c,l) is the union of " \
+                                         "the listed sets)"
+    return (_rows(["layer", "head", "mode", "at t", "at T+1"], plans)
+            + (f"\n({off} head(s) off)" if off else "") + "\n\n"
+            + _rows(["layer", "I(t,l)", "I(T+1,l)"], rows) + note + "\n\n"
+            + _rows(["state", "at", "fact", "rule", "head", "premises", "cost"], steps))
+
+
+def _proofs_json(proofs) -> list[dict]:
+    return [p.to_json() for p in proofs]
+
+
+def _witness_document(target: Target, arch: Architecture, w: Derivation | None,
+                      proofs: tuple[Proof, ...]) -> dict:
+    if w is not None:
+        return {**w.to_json(), "proofs": [{"claim": p.claim, "smt2": p.smt2} for p in proofs]}
+    return {"format": WITNESS_FORMAT, "target": target.name, "tree": target.calc.to_json(),
+            "architecture": arch.to_json(), "derivation": False,
+            "proofs": [{"claim": p.claim, "smt2": p.smt2} for p in proofs]}
+
+
+def _write_witness(args: argparse.Namespace, doc: dict) -> None:
+    path = args.witness
+    if path is None:
+        return
+    if args.target.endswith(".json") and os.path.exists(path) and os.path.exists(args.target) \
+            and os.path.samefile(path, args.target):
+        raise InputError(f"--witness: {path} is the --target file; refusing to overwrite it")
+    tmp = Path(f"{path}.tmp-{os.getpid()}")
+    try:
+        tmp.write_text(json.dumps(doc, indent=1) + "\n")
+        os.replace(tmp, path)
+    except OSError as exc:
+        tmp.unlink(missing_ok=True)
+        raise InputError(f"--witness: {path}: cannot write: {exc.strerror or exc}") from None
+
+
+def _arch(args: argparse.Namespace, heads: tuple[int, ...]) -> Architecture:
+    return Architecture(_int("--T", args.T), _int("--d", args.d), _int("--E", args.E), heads,
+                        args.positional)
+
+
+def _target_line(t: Target, arch: Architecture) -> str:
+    return (f"target     {t.name}: {t.dimension} comparison(s), beta1 = {t.dimension}, "
+            f"beta' = {t.order}, comparison number {t.comparison_number(arch.T)}")
+
+
+def _depth_line(t: Target, positional: bool) -> str:
+    k = _depth_of(t, positional)
+    if k is None:
+        return "depth      none: no number of layers gives a T-bounded exponent"
+    return f"depth      {k} layer(s) give a T-bounded exponent (with enough heads)"
 
 
 def _prediction_json(p: Prediction) -> dict:
     w = p.witness
-    return {"target": _target_json(p.target, p.arch.T), "architecture": p.arch.to_json(),
-            "reachable": w is not None, "efficient": p.efficient,
+    return {"target": _target_json(p.target, p.arch.T, p.arch.positional),
+            "architecture": p.arch.to_json(), "reachable": w is not None,
+            "efficient": p.efficient,
             "exponent": None if w is None else w.dominant.to_json(p.arch.T),
             "witness": None if w is None else w.to_json(),
-            "proof": {"claim": p.proof_claim, "smt2": p.proof}}
+            "proof": {"claim": p.proof_claim, "smt2": p.proof},
+            "proofs": _proofs_json(p.proofs)}
 
 
 def _predict(args: argparse.Namespace) -> int:
     target = parse_target(args.target)
-    arch = Architecture(_int("--T", args.T), _int("--d", args.d), _int("--E", args.E),
-                        parse_heads(args.heads), args.positional)
+    arch = _arch(args, parse_heads(args.heads))
     p = predict(target, arch)
+    _write_witness(args, _witness_document(target, arch, p.witness, p.proofs))
     if args.json:
         print(json_text(_prediction_json(p)))
         return 0
     t, w = p.target, p.witness
-    print(f"target     {t.name}: {t.dimension} comparison(s), beta1 = {t.dimension}, "
-          f"beta' = {t.order}, comparison number {t.comparison_number(arch.T)}")
+    print(_target_line(t, arch))
+    print(_depth_line(t, arch.positional))
     print(f"arch       T={arch.T} d={arch.d} E={arch.E} heads={','.join(map(str, arch.heads))} "
           f"positional={'yes' if arch.positional else 'no'}")
     if w is None:
@@ -72,42 +157,113 @@ def _predict(args: argparse.Namespace) -> int:
               f"cost O(eps^-({w.exponent}))")
     print("efficient  " + ("yes (a derivation's exponent is bounded in T)" if p.efficient
                            else "no (every derivation's exponent grows with T)"))
-    print(f"proof      {p.proof_claim} (SMT-LIB2 query, unsat; --json to get it)")
+    for q in p.proofs:
+        print(f"proof      {q.claim} (SMT-LIB2 query, unsat; --json or --witness to get it)")
+    if args.witness:
+        print(f"witness    {args.witness} (check it: tfcert infoflow check {args.witness})")
     if w is not None:
-        ranks = {c.name: c.rank for c in t.comparisons}
-        print("\n" + _witness_text(w, ranks))
+        print("\n" + _witness_text(w))
     return 0
 
 
 def _min_heads_json(m: MinHeads) -> dict:
-    return {"target": _target_json(m.target, m.arch.T), "T": m.arch.T,
+    return {"target": _target_json(m.target, m.arch.T, m.arch.positional), "T": m.arch.T,
             "layers": m.arch.layers, "efficient": m.min_heads is not None,
             "min_heads": None if m.min_heads is None else list(m.min_heads),
             "witness": None if m.witness is None else m.witness.to_json(),
-            "proofs": [{"layer": p.layer, "heads": list(p.heads), "claim": p.claim,
-                        "smt2": p.smt2} for p in m.proofs]}
+            "proofs": _proofs_json(m.proofs)}
 
 
 def _min_heads(args: argparse.Namespace) -> int:
     target = parse_target(args.target)
-    T = _int("--T", args.T)
-    Architecture(T, _int("--d", args.d), _int("--E", args.E))  # validates the options
-    m = min_heads(target, T, _int("--layers", args.layers), int(args.d), int(args.E),
-                  args.positional)
+    _arch(args, (1,))  # validates the options
+    m = min_heads(target, _int("--T", args.T), _int("--layers", args.layers), int(args.d),
+                  int(args.E), args.positional)
+    _write_witness(args, _witness_document(target, m.arch, m.witness, m.proofs))
     if args.json:
         print(json_text(_min_heads_json(m)))
         return 0
-    print(f"target     {target.name}, T={T}, L={m.arch.layers}")
+    print(f"target     {target.name}, T={m.arch.T}, L={m.arch.layers}")
     if m.min_heads is None:
         print("min heads  none: no T-bounded derivation with any number of heads")
     else:
         print(f"min heads  {','.join(map(str, m.min_heads))}")
     for p in m.proofs:
-        print(f"proof      {p.claim} (SMT-LIB2 query, unsat; --json to get it)")
+        print(f"proof      {p.claim} (SMT-LIB2 query, unsat; --json or --witness to get it)")
+    if args.witness:
+        print(f"witness    {args.witness} (check it: tfcert infoflow check {args.witness})")
     if m.witness is not None:
-        ranks = {c.name: c.rank for c in target.comparisons}
-        print("\n" + _witness_text(m.witness, ranks))
+        print("\n" + _witness_text(m.witness))
     return 0
+
+
+def _depth_json(r: Depth) -> dict:
+    f = r.fewer
+    return {"target": _target_json(r.target, r.arch.T, r.arch.positional), "T": r.arch.T,
+            "positional": r.arch.positional, "depth": r.depth,
+            "min_heads": None if r.min_heads is None else list(r.min_heads),
+            "witness": None if r.witness is None else r.witness.to_json(),
+            "fewer_layers": None if f is None else {
+                "layers": f.arch.layers, "efficient": f.efficient,
+                "exponent": None if f.witness is None else f.witness.dominant.to_json(f.arch.T)},
+            "proofs": _proofs_json(r.proofs)}
+
+
+def _depth(args: argparse.Namespace) -> int:
+    target = parse_target(args.target)
+    arch = _arch(args, (1,))
+    r = depth(target, arch.T, arch.d, arch.E, arch.positional)
+    _write_witness(args, _witness_document(target, r.arch, r.witness, r.proofs))
+    if args.json:
+        print(json_text(_depth_json(r)))
+        return 0
+    print(_target_line(target, arch))
+    if r.depth is None:
+        print("depth      none: no number of layers gives a T-bounded exponent")
+    else:
+        print(f"depth      {r.depth} layer(s), least heads {','.join(map(str, r.min_heads))}")
+    f = r.fewer
+    if f is not None:
+        if f.witness is None:
+            print(f"fewer      {f.arch.layers} layer(s): no derivation reaches the readout")
+        else:
+            c = f.witness.dominant
+            print(f"fewer      {f.arch.layers} layer(s): exponent {f.exponent} = max(0, {c.formula}) "
+                  f"[{c.law}] at T={f.arch.T}, "
+                  + ("bounded in T" if f.efficient else "grows with T"))
+    for p in r.proofs:
+        print(f"proof      {p.claim} (SMT-LIB2 query, unsat; --json or --witness to get it)")
+    if args.witness:
+        print(f"witness    {args.witness} (check it: tfcert infoflow check {args.witness})")
+    if r.witness is not None:
+        print("\n" + _witness_text(r.witness))
+    return 0
+
+
+def _check(args: argparse.Namespace) -> int:
+    from tfcert.infoflow.check import check_file
+    report = check_file(args.file, proofs=not args.no_proofs)
+    if args.json:
+        print(json_text({"file": args.file, "valid": report.valid, "errors": report.errors,
+                          "exponent": None if report.exponent is None else str(report.exponent),
+                          "bounded_in_T": report.bounded,
+                          "proofs": [{"claim": c, "z3": a} for c, a in report.proofs]}))
+        return 0 if report.valid else 1
+    print(f"witness    {report.summary}")
+    if report.valid:
+        if report.exponent is None:
+            print("valid      yes: no derivation is claimed, the proofs below hold")
+        else:
+            bound = "T-bounded (no cost term grows with T)" if report.bounded \
+                else "grows with T"
+            print(f"valid      yes: exponent {report.exponent}, {bound}")
+    else:
+        print(f"invalid    {report.errors[0]}")
+        if len(report.errors) > 1:
+            print(f"           ({len(report.errors) - 1} more; --json lists them all)")
+    for claim, answer in report.proofs:
+        print(f"proof      z3 says {answer}: {claim}")
+    return 0 if report.valid else 1
 
 
 def _table(args: argparse.Namespace) -> int:
@@ -131,12 +287,14 @@ def register(sub) -> None:
     def common(q: argparse.ArgumentParser) -> None:
         q.add_argument("--target", required=True,
                        help="pairwise-min | kth-largest:k=K[,n=N] | intrinsic-dim:D=D | "
-                            "triangle-center | path to a comparison-tree .json")
+                            "triangle-center | alternation:k=K | path to a comparison-tree .json")
         q.add_argument("--T", required=True, help="number of input tokens")
         q.add_argument("--d", default="1", help="token dimension (default 1)")
         q.add_argument("--E", default="1", help="embedding dimension (default 1)")
         q.add_argument("--positional", action="store_true", help="positional encoding")
         q.add_argument("--json", action="store_true", help="one JSON document on stdout")
+        q.add_argument("--witness", metavar="FILE",
+                       help="write the derivation and its proofs (check: tfcert infoflow check)")
 
     pr = isub.add_parser("predict", help="least cost exponent, witness and minimality proof")
     common(pr)
@@ -146,6 +304,16 @@ def register(sub) -> None:
     common(mh)
     mh.add_argument("--layers", required=True, help="number of layers L")
     mh.set_defaults(func=_min_heads)
+    dp = isub.add_parser("depth", help="least layers for a T-bounded derivation, and what fewer "
+                                       "layers cost")
+    common(dp)
+    dp.set_defaults(func=_depth)
+    ck = isub.add_parser("check", help="re-check a witness file independently (exit 0 valid, "
+                                       "1 invalid, 2 bad input)")
+    ck.add_argument("file", help="a witness written by --witness")
+    ck.add_argument("--json", action="store_true", help="one JSON document on stdout")
+    ck.add_argument("--no-proofs", action="store_true", help="do not re-run the unsat queries")
+    ck.set_defaults(func=_check)
     tb = isub.add_parser("table", help="the predictions table (Yu-Jiang-Bao-Li, arXiv 2605.17930), computed by the search")
     tb.add_argument("--json", action="store_true", help="one JSON document on stdout")
     tb.set_defaults(func=_table)

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Mapping, Sequence
 
 from tfcert.errors import InputError
-from tfcert.infoflow.rules import ALL, CLASSES
+from tfcert.infoflow.calculus import ALL, CLASSES
 from tfcert.infoflow.witness import HeadPlan
 
 
@@ -76,21 +76,60 @@ def _normalise(terms: frozenset[str], base: str) -> frozenset[str]:
     return frozenset({ALL, base}) - {"t"} if ALL in terms else terms
 
 
-def class_sets(plans: tuple[tuple[HeadPlan, ...], ...]) -> tuple[tuple[tuple[str, ...], ...], ...]:
+def _too_large(current: dict, layer: tuple[HeadPlan, ...], cap: int) -> bool:
+    """The size bound the checker uses too: each position a head reads at a class adds (a
+    renamed copy of) I(t, l-1); a global head collapses the set to 1..T."""
+    for cls in CLASSES:
+        if ALL in current[cls] or any(p.mode == "global" for p in layer):
+            continue
+        sources = sum(len(p.positions) if p.mode == "pos" else p.use(cls) is not None
+                      for p in layer)
+        if len(current[cls]) + sources * len(current["tok"]) > cap:
+            return True
+    return False
+
+
+def class_sets(plans: tuple[tuple[HeadPlan, ...], ...], cap: int | None = None
+               ) -> tuple[tuple[tuple[str, ...], ...], ...] | None:
     """Symbolic I(t, l) and I(T+1, l): ``s{l}.{h}(p)`` is the position head h of layer l retrieves
-    from p, ``1..T`` all inputs. By permutation symmetry one generic t stands for every token."""
+    from p, ``1..T`` all inputs, ``3`` the fixed position 3 (a position-specific head brings
+    I(3, l-1) to every position). By permutation symmetry one generic t stands for every token."""
     current = {"tok": frozenset({"t"}), "out": frozenset({"T+1"})}
     history = [current]
     for l, layer in enumerate(plans, start=1):
+        if cap is not None and _too_large(current, layer, cap):
+            return None  # the sets double with each retrieving layer: give the unions
         new = dict(current)
         for h, plan in enumerate(layer, start=1):
             for cls in CLASSES:
                 base = "t" if cls == "tok" else "T+1"
                 if plan.mode == "global":
                     new[cls] = new[cls] | {ALL}
+                elif plan.mode == "pos":
+                    for p in plan.positions:
+                        new[cls] = new[cls] | _substitute(current["tok"], str(p))
                 elif plan.use(cls) is not None:
                     new[cls] = new[cls] | _substitute(current["tok"], f"s{l}.{h}({base})")
         current = {cls: _normalise(new[cls], "t" if cls == "tok" else "T+1") for cls in CLASSES}
         history.append(current)
     return tuple(tuple(tuple(sorted(s[cls], key=lambda x: (len(x), x))) for cls in CLASSES)
                  for s in history)
+
+
+def class_generators(plans: tuple[tuple[HeadPlan, ...], ...]) -> tuple[tuple[tuple[str, ...], ...], ...]:
+    """The union form of the same sets, linear in size: I(c, l) = I(c, l-1) ∪ I(s, l-1) for
+    each position s a head of layer l reads at c (``1..T`` for a global head)."""
+    out = [(("t",), ("T+1",))]
+    for l, layer in enumerate(plans, start=1):
+        gens = {cls: {f"I({'t' if cls == 'tok' else 'T+1'},{l - 1})"} for cls in CLASSES}
+        for h, plan in enumerate(layer, start=1):
+            for cls in CLASSES:
+                base = "t" if cls == "tok" else "T+1"
+                if plan.mode == "global":
+                    gens[cls].add(ALL)
+                elif plan.mode == "pos":
+                    gens[cls] |= {f"I({p},{l - 1})" for p in plan.positions}
+                elif plan.use(cls) is not None:
+                    gens[cls].add(f"I(s{l}.{h}({base}),{l - 1})")
+        out.append(tuple(tuple(sorted(gens[cls], key=lambda x: (len(x), x))) for cls in CLASSES))
+    return tuple(out)

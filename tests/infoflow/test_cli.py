@@ -37,7 +37,8 @@ def test_min_heads_json_and_text(capsys):
                      "--T", "64", "--json")
     doc = json.loads(out)
     assert rc == 0 and doc["min_heads"] == [3, 3] and doc["efficient"]
-    assert [p["heads"] for p in doc["proofs"]] == [[2, 3], [3, 2]]
+    # layer 1 with two heads fails whatever the later layer has (null: any number of heads)
+    assert [p["heads"] for p in doc["proofs"]] == [[2, None], [3, 2]]
     assert all(recheck(p["smt2"]) == "unsat" for p in doc["proofs"])
     rc, out, _ = run(capsys, "min-heads", "--target", "triangle-center", "--layers", "2", "--T", "8")
     assert rc == 0 and "min heads  none" in out
@@ -72,9 +73,147 @@ def test_table_text_and_json(capsys, monkeypatch):
     (["predict", "--target", "kth-largest:k=9", "--T", "4", "--heads", "1"], "rank 9"),
     (["predict", "--target", "kth-largest:j=2", "--T", "4", "--heads", "1"], "--target: kth-largest"),
     (["min-heads", "--target", "pairwise-min", "--T", "4", "--layers", "0"], "--layers: must be"),
+    (["min-heads", "--target", "pairwise-min", "--T", "4", "--layers", "65"], "--layers: must be"),
+    (["predict", "--target", "pairwise-min", "--T", "8", "--heads", "1" + ",1" * 64], "at most 64"),
+    (["predict", "--target", "pairwise-min", "--T", "9" * 5000, "--heads", "1"],
+     "--T: expected an integer"),
+    (["depth", "--target", "triangle-center", "--T", "2"], "--T: T=2"),
     (["predict", "--target", "missing.json", "--T", "4", "--heads", "1"], "missing.json: cannot read"),
 ])
 def test_bad_input_is_one_error_line_and_exit_2(capsys, argv, needle):
     rc, out, err = run(capsys, *argv)
     assert rc == 2 and out == ""
     assert len(err.splitlines()) == 1 and err.startswith("error: ") and needle in err
+
+
+def test_predict_witness_file_is_checked_by_check(capsys, tmp_path):
+    path = tmp_path / "w.json"
+    rc, out, err = run(capsys, "predict", "--target", "alternation:k=3", "--T", "16",
+                       "--heads", "1,1,1", "--witness", str(path))
+    assert rc == 0 and err == "" and f"witness    {path}" in out
+    doc = json.loads(path.read_text())
+    assert doc["format"] == "tfcert.infoflow.witness/1" and doc["exponent"] == "1"
+    assert [s["fact"] for s in doc["steps"]] == ["a3(t)", "a2(t)", "a1", "y"]
+    assert all(recheck(p["smt2"]) == "unsat" for p in doc["proofs"])
+    rc, out, err = run(capsys, "check", str(path))
+    assert rc == 0 and err == "" and "valid      yes: exponent 1, T-bounded" in out
+    assert out.count("z3 says unsat") == len(doc["proofs"])
+    rc, out, _ = run(capsys, "check", str(path), "--json")
+    assert rc == 0 and json.loads(out)["valid"] is True
+
+
+def test_check_names_the_first_wrong_step_and_exits_1(capsys, tmp_path):
+    path = tmp_path / "w.json"
+    run(capsys, "predict", "--target", "pairwise-min", "--T", "8", "--heads", "1,1",
+        "--witness", str(path))
+    doc = json.loads(path.read_text())
+    del doc["steps"][0]  # g_pmin(t) is no longer derived
+    path.write_text(json.dumps(doc))
+    rc, out, err = run(capsys, "check", str(path), "--no-proofs")
+    assert rc == 1 and err == ""
+    assert "invalid    step 1 (pmin at T+1, layer 2, retrieve): premise g_pmin(t) at t is " \
+           "not derived by state 1" in out
+    rc, out, _ = run(capsys, "check", str(path), "--json", "--no-proofs")
+    assert rc == 1 and not json.loads(out)["valid"]
+
+
+def test_check_reruns_proofs_and_fails_a_sat_one(capsys, tmp_path):
+    path = tmp_path / "w.json"
+    run(capsys, "predict", "--target", "pairwise-min", "--T", "8", "--heads", "1",
+        "--witness", str(path))
+    doc = json.loads(path.read_text())
+    doc["proofs"][0]["smt2"] = "(declare-const B Real)\n(assert (> B 0.0))\n(check-sat)\n"
+    path.write_text(json.dumps(doc))
+    rc, out, _ = run(capsys, "check", str(path))
+    assert rc == 1 and "proof 1" in out and "z3 says sat" in out
+
+
+def test_unreachable_prediction_writes_its_proof(capsys, tmp_path):
+    tree = tmp_path / "first.json"
+    tree.write_text(json.dumps({"tree": {"op": "max", "over": "t", "of": {
+        "op": "score", "name": "f", "args": ["t", 1]}}}))
+    path = tmp_path / "w.json"
+    rc, out, _ = run(capsys, "predict", "--target", str(tree), "--T", "8", "--heads", "1,1",
+                     "--witness", str(path))
+    assert rc == 0 and "exponent   none" in out
+    assert json.loads(path.read_text())["derivation"] is False
+    rc, out, _ = run(capsys, "check", str(path))
+    assert rc == 0 and "no derivation is claimed" in out
+    rc, out, _ = run(capsys, "predict", "--target", str(tree), "--T", "8", "--heads", "1,1",
+                     "--positional")
+    assert rc == 0 and "exponent   1 " in out and "attends to position(s) 1" in out
+
+
+def test_witness_never_overwrites_the_target(capsys, tmp_path):
+    tree = tmp_path / "t.json"
+    tree.write_text(json.dumps({"comparisons": [{"name": "a", "order": 2}]}))
+    before = tree.read_text()
+    rc, out, err = run(capsys, "predict", "--target", str(tree), "--T", "8", "--heads", "1,1",
+                       "--witness", str(tree))
+    assert rc == 2 and out == "" and "is the --target file" in err and tree.read_text() == before
+
+
+def test_witness_to_an_unwritable_place_is_one_error(capsys, tmp_path):
+    rc, out, err = run(capsys, "predict", "--target", "pairwise-min", "--T", "8", "--heads", "1",
+                       "--witness", str(tmp_path / "missing" / "w.json"))
+    assert rc == 2 and out == "" and err.startswith("error: --witness:") and "cannot write" in err
+
+
+def test_min_heads_none_witness_and_depth(capsys, tmp_path):
+    path = tmp_path / "w.json"
+    rc, out, _ = run(capsys, "min-heads", "--target", "triangle-center", "--layers", "2",
+                     "--T", "8", "--witness", str(path))
+    assert rc == 0 and "min heads  none" in out
+    rc, out, _ = run(capsys, "check", str(path))
+    assert rc == 0 and "z3 says unsat" in out
+    rc, out, _ = run(capsys, "depth", "--target", "alternation:k=3", "--T", "16", "--json")
+    doc = json.loads(out)
+    assert rc == 0 and doc["depth"] == 3 and doc["min_heads"] == [1, 1, 1]
+    assert doc["fewer_layers"]["layers"] == 2 and not doc["fewer_layers"]["efficient"]
+    assert doc["fewer_layers"]["exponent"]["value"] == "15"
+    assert all(recheck(p["smt2"]) == "unsat" for p in doc["proofs"])
+    rc, out, _ = run(capsys, "depth", "--target", "triangle-center", "--T", "16")
+    assert rc == 0 and "depth      none" in out and "stopped growing" in out
+
+
+@pytest.mark.parametrize("content,needle", [
+    (b"[" * 200_000 + b"]" * 200_000, "nested too deeply"),
+    (bytes(range(256)) * 8, "not UTF-8"),
+    (b'{"comparisons": [{"name": "a", "order": ' + b"7" * 5000 + b"}]}", "comparisons[0].order"),
+    (b'{"tree": {"op": "score", "name": "f", "args": [' + b"7" * 5000 + b"]}}", "args[0]"),
+    (b"{", "malformed JSON"),
+    (b"", "malformed JSON"),
+])
+@pytest.mark.parametrize("command", ["predict", "check"])
+def test_hostile_files_are_one_error_line_and_exit_2(capsys, tmp_path, content, needle, command):
+    """Issue 9: the target and witness loaders use the verifier's JSON loader and its guards."""
+    path = tmp_path / "bad.json"
+    path.write_bytes(content)
+    argv = ["predict", "--target", str(path), "--T", "8", "--heads", "1"] \
+        if command == "predict" else ["check", str(path)]
+    rc, out, err = run(capsys, *argv)
+    assert rc == 2 and out == ""
+    assert len(err.splitlines()) == 1 and err.startswith("error: ") and len(err) < 400
+    if command == "predict" or needle in ("nested too deeply", "not UTF-8", "malformed JSON"):
+        assert needle in err
+
+
+@pytest.mark.parametrize("mutate,needle", [
+    (lambda d: d.pop("steps"), "missing required key 'steps'"),
+    (lambda d: d.update(format="other"), "$.format"),
+    (lambda d: d.update(colour=1), "unknown key"),
+    (lambda d: d["layers"][0]["heads"][0].update(mode="best"), ".mode: expected one of"),
+    (lambda d: d.update(exponent="1.5"), "$.exponent"),
+    (lambda d: d["architecture"].update(T=True), "$.architecture.T"),
+    (lambda d: d["steps"][0].update(rule="magic"), "$.steps[0].rule"),
+    (lambda d: d["tree"].update(over=["zz"]), "$.tree.of"),
+])
+def test_a_document_that_is_not_a_witness_exits_2(capsys, tmp_path, mutate, needle):
+    path = tmp_path / "w.json"
+    run(capsys, "predict", "--target", "pairwise-min", "--T", "8", "--heads", "1,1",
+        "--witness", str(path))
+    doc = json.loads(path.read_text())
+    mutate(doc)
+    path.write_text(json.dumps(doc))
+    rc, out, err = run(capsys, "check", str(path))
+    assert rc == 2 and out == "" and len(err.splitlines()) == 1 and needle in err

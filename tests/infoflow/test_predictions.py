@@ -1,4 +1,4 @@
-"""The four predictions of INFOFLOW.md, each witness replayed and each proof re-run."""
+"""The paper's four predictions, each witness replayed and each proof re-run."""
 from fractions import Fraction
 
 import pytest
@@ -66,7 +66,8 @@ def test_intrinsic_dimension_needs_D_heads_in_layer_one(D, T):
     assert m.min_heads == (D, D)
     assert replay(target, m.arch, m.witness).ok
     first = m.proofs[0]
-    assert first.layer == 1 and first.heads == (D - 1, D)  # layer 2 at the cap D
+    assert first.layer == 1 and first.heads == (D - 1, None)  # layer 2: any number of heads
+    assert "for every T >= 2" in first.claim
     assert all(recheck(p.smt2) == "unsat" for p in m.proofs)
 
 
@@ -78,3 +79,30 @@ def test_triangle_center_is_never_efficient(heads, E):
     assert large.exponent > small.exponent  # grows with T whatever (L, h, E)
     m = min_heads(builtin_target("triangle-center"), 16, len(heads), 1, E)
     assert m.min_heads is None and recheck(m.proofs[0].smt2) == "unsat"
+
+
+def test_one_layer_lower_bound_holds_for_every_larger_T():
+    """Theorem 1's one-layer side as one query: T is a variable, T >= 16, and no derivation
+    has an exponent below T*d/E - 1 = T - 1."""
+    p = checked("pairwise-min", Architecture(16, heads=(1,)))
+    every = [q for q in p.proofs if q.claim.startswith("for every T >= 16")]
+    assert len(every) == 1 and "max(0, T - 1" in every[0].claim
+    assert "(declare-fun T () Int)" in every[0].smt2 and recheck(every[0].smt2) == "unsat"
+    claims = [q.claim for q in p.proofs]
+    assert "no T-bounded derivation with heads [1], for every T >= 2" in claims
+    assert "no T-bounded derivation with 1 layer(s) and any number of heads, for every T >= 2" \
+        in claims
+
+
+def test_kth_largest_exponent_for_every_larger_T():
+    """One layer, k = 2, n = 1: the k-th retrieval (T-3)/2 beats global aggregation T-1 from
+    T = 2 on, so for every T >= 8 nothing is below max(0, (T-3)/2)."""
+    p = checked("kth-largest:k=2", Architecture(8, heads=(1,)))
+    every = [q for q in p.proofs if q.claim.startswith("for every T >= 8")]
+    assert every and "1/2*T - 3/2" in every[0].claim and recheck(every[0].smt2) == "unsat"
+
+
+def test_no_heads_at_all_suffice_for_the_triangle():
+    m = min_heads(builtin_target("triangle-center"), 9, 3)
+    assert m.min_heads is None and m.proofs[0].heads == (None, None, None)
+    assert "any number of heads, for every T >= 3" in m.proofs[0].claim

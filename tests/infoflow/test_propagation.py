@@ -58,3 +58,17 @@ def test_class_sets_follow_retrievals_and_aggregation():
     assert info[1] == (("t", "s1.1(t)"), ("T+1",))
     assert info[2][1] == ("T+1", "s2.1(T+1)", "s1.1(s2.1(T+1))")
     assert info[3] == (("1..T",), ("T+1", "1..T"))
+
+
+def test_positional_heads_and_the_union_form():
+    from tfcert.infoflow.propagation import class_generators
+    plans = ((HeadPlan("pos", positions=(3,)),),
+             (HeadPlan("max", HeadUse("anchor", "c"), HeadUse("copy", None)),))
+    info = class_sets(plans)
+    assert info[1] == (("3", "t"), ("3", "T+1"))
+    # I(s, 1) = {3, s} for the retrieved s: position 3 is already in it
+    assert info[2] == (("3", "t", "s2.1(t)"), ("3", "T+1", "s2.1(T+1)"))
+    assert class_generators(plans)[2] == (("I(t,1)", "I(s2.1(t),1)"),
+                                          ("I(T+1,1)", "I(s2.1(T+1),1)"))
+    deep = tuple((HeadPlan("max", HeadUse("anchor", "c")),) for _ in range(14))
+    assert class_sets(deep, cap=4096) is None and len(class_sets(deep)[13][0]) == 2 ** 13
