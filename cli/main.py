@@ -32,6 +32,40 @@ def _write_text(path: str, data: bytes) -> None:
         raise InputError(f"{path}: cannot write: {exc.strerror or exc}") from None
 
 
+def _same_file(a: str | Path, b: str | Path) -> bool:
+    try:
+        return os.path.samefile(a, b)
+    except OSError:  # one does not exist yet
+        return os.path.abspath(a) == os.path.abspath(b)
+
+
+def _refuse_overwrite(outputs: list, inputs: list) -> None:
+    """An output path that is one of the inputs would destroy what was read."""
+    for out in outputs:
+        for given in inputs:
+            if _same_file(out, given):
+                raise InputError(f"{out}: is the input {given}; refusing to overwrite it")
+
+
+def _limits(pairs: list[str] | None) -> None:
+    """Apply ``--limit NAME=VALUE`` options to the checker's limits."""
+    from dataclasses import fields
+    from tfcert.verify.numbers import LIMITS
+
+    kinds = {f.name: f.type for f in fields(LIMITS)}
+    for pair in pairs or ():
+        name, _, text = pair.partition("=")
+        if name not in kinds:
+            raise InputError(f"--limit {pair}: expected NAME=VALUE with NAME one of {', '.join(kinds)}")
+        try:
+            value = float(text) if kinds[name] == "float" else int(text)
+        except ValueError:
+            value = -1
+        if not value > 0:
+            raise InputError(f"--limit {pair}: expected a positive number")
+        setattr(LIMITS, name, value)
+
+
 def _warn(warnings: tuple[str, ...]) -> None:
     """The dataset's warnings (dropped duplicates), one ``warning:`` line each."""
     for warning in warnings:
@@ -43,6 +77,8 @@ def cmd_construct(args) -> int:
     from tfcert.report import phase_table, size_line
     from tfcert.verify.claims.size import measure
 
+    _refuse_overwrite([Path(args.output) / name for name in ("dataset.json", "model.json", "certificate.json")],
+                      [args.dataset])
     start = time.perf_counter()
     bundle = build(args.dataset, args.attention, args.width, _progress("verifying"))
     write(bundle.files, args.output)
@@ -66,6 +102,8 @@ def cmd_verify(args) -> int:
     from tfcert.report import as_json, human, junit
     from tfcert.verify.check import verify_files
 
+    if args.junit:
+        _refuse_overwrite([args.junit], [args.model, args.dataset, args.certificate])
     report = verify_files(args.model, args.dataset, args.certificate, _progress("verifying"))
     _warn(report.warnings)
     if args.junit:
@@ -79,24 +117,36 @@ def cmd_audit(args) -> int:
     from tfcert.report import audit_human, audit_json
     from tfcert.verify.check import verify
     from tfcert.verify.formats import dumps, parse_document
-    from tfcert.verify.numbers import parse_number
+    from tfcert.verify.numbers import LimitError, parse_number
 
     tau = None
     if args.temperature is not None:
         tau = parse_number(args.temperature, "--temperature")
         if tau <= 0:
             raise InputError("--temperature: must be > 0")
-    report, model, model_doc, dataset_doc = audit_files(args.model, args.dataset, _progress("auditing"), tau)
+    if args.output:
+        _refuse_overwrite([args.output], [args.model, args.dataset])
+    try:
+        report, model, model_doc, dataset_doc = audit_files(args.model, args.dataset, _progress("auditing"), tau)
+    except LimitError as exc:  # the replay stopped: nothing is known about interpolation
+        print(json.dumps({"interpolates": False, "not_checked": str(exc)}, indent=1) if args.json
+              else f"verdict: not checked: the replay stopped: {exc}")
+        return 1
     _warn(report.warnings)
+    if args.output and model.attention == "softmax":
+        raise InputError("-o: a softmax certificate must prove every temperature up to the model's (a tau_star "
+                         "claim), and the audit checks one; build with tfcert construct --attention softmax")
     if args.output and tau is not None and tau != model.temperature:
         raise InputError(f"-o: a certificate speaks about the model at its own temperature {model.temperature}; "
                          f"drop --temperature {args.temperature}")
+    text = json.dumps(audit_json(report), indent=1) if args.json else audit_human(report)
     if args.output:
         cert = dumps(certificate(report, model_doc.raw, dataset_doc.raw, len(model.blocks)))
         check = verify(model_doc, dataset_doc, parse_document(args.output, cert))
-        assert check.ok == report.interpolates, "audit certificate disagrees with the audit"  # a bug
+        if check.ok != report.interpolates:
+            raise AssertionError("audit certificate disagrees with the audit")  # a bug
         _write_text(args.output, cert)
-    print(json.dumps(audit_json(report), indent=1) if args.json else audit_human(report))
+    print(text)
     return 0 if report.interpolates else 1
 
 
@@ -112,6 +162,11 @@ def cmd_bench(args) -> int:
     return run_bench(args.quick, args.json)
 
 
+def _limit_option(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--limit", action="append", metavar="NAME=VALUE",
+                   help="file_bytes, digits, bits or z3_seconds (docs/certificates.md, Limits)")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="tfcert", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -123,6 +178,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--attention", choices=["hardmax", "softmax"], default="hardmax")
     p.add_argument("--width", type=int, default=4, help="FF width: ⌊W/3⌋ hats per layer (default 4)")
     p.add_argument("--json", action="store_true")
+    _limit_option(p)
     p.set_defaults(func=cmd_construct)
 
     p = sub.add_parser("verify", help="check a certificate against a model and a dataset")
@@ -131,6 +187,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--certificate", required=True)
     p.add_argument("--json", action="store_true")
     p.add_argument("--junit", metavar="FILE")
+    _limit_option(p)
     p.set_defaults(func=cmd_verify)
 
     p = sub.add_parser("audit", help="audit any model against a dataset")
@@ -139,6 +196,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--temperature")
     p.add_argument("-o", "--output", metavar="CERT", help="write a certificate of the audit")
     p.add_argument("--json", action="store_true")
+    _limit_option(p)
     p.set_defaults(func=cmd_audit)
 
     p = sub.add_parser("demo", help="build, certify and verify a bundled 2-D example, with a picture")
@@ -180,6 +238,7 @@ def main(argv: list[str] | None = None) -> int:
     except SystemExit as exc:  # argparse: usage errors exit 2, --help exits 0
         return int(exc.code or 0)
     try:
+        _limits(getattr(args, "limit", None))
         code = int(args.func(args))
         sys.stdout.flush()  # a closed pipe shows up here, not at interpreter exit
         return code

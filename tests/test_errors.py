@@ -158,7 +158,7 @@ def json_path(path) -> str:
 # 1e999999 are bare JSON tokens, not strings.
 BAD_VALUES = ['NaN', '-Infinity', 'Infinity', '""', '"  "', '"1/0"', '"0/0"', '"abc"', '"1e999999"', '1e999999',
               '"1.2.3"', '"--1"', '"1/2/3"', '"0x10"', '"١"', '"1_000"', '"nan"', '"inf"', 'true', 'false',
-              'null', '[1]', '{"a": 1}', '"1' + "0" * 5000 + '"', "1" + "0" * 5000]
+              'null', '[1]', '{"a": 1}', '"1' + "0" * 70000 + '"', "1" + "0" * 70000]  # over every digits limit
 
 
 def splice(value, path, replacement_text: str) -> str:
