@@ -48,11 +48,13 @@ def _refuse_overwrite(outputs: list, inputs: list) -> None:
 
 
 def _limits(pairs: list[str] | None) -> None:
-    """Apply ``--limit NAME=VALUE`` options to the checker's limits."""
+    """Set the checker's limits: the defaults, then ``--limit NAME=VALUE`` options."""
     from dataclasses import fields
     from tfcert.verify.numbers import LIMITS
 
     kinds = {f.name: f.type for f in fields(LIMITS)}
+    for f in fields(LIMITS):
+        setattr(LIMITS, f.name, f.default)
     for pair in pairs or ():
         name, _, text = pair.partition("=")
         if name not in kinds:

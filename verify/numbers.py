@@ -28,7 +28,7 @@ class Limits:
     "undecided" and its claim fails."""
     file_bytes: int = 256 * 2**20  # any file read
     digits: int = 64_000  # a model's or certificate's numbers (a dataset's: MAX_DIGITS)
-    bits: int = 2**21  # numerator or denominator of any number the replay forms
+    bits: int = 2**20  # numerator or denominator of any number the replay forms
     z3_seconds: float = 60.0  # one region query
 
 
