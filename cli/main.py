@@ -158,6 +158,12 @@ def cmd_demo(args) -> int:
     return run_demo(args.output, args.attention)
 
 
+def cmd_selftest(args) -> int:
+    from tfcert.selftest import run_selftest
+
+    return run_selftest(args.mutations, args.seed, args.json)
+
+
 def cmd_bench(args) -> int:
     from tfcert.bench import run_bench
 
@@ -205,6 +211,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-o", "--output", default="tfcert-demo")
     p.add_argument("--attention", choices=["hardmax", "softmax"], default="hardmax")
     p.set_defaults(func=cmd_demo)
+
+    p = sub.add_parser("selftest", help="mutation campaign: the checker against an independent judge")
+    p.add_argument("--mutations", type=int, default=200, metavar="N")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_selftest)
 
     p = sub.add_parser("bench", help="time exact certification against a dense float64 forward pass")
     p.add_argument("--quick", action="store_true")
