@@ -85,7 +85,7 @@ def _parse_claims(cert: Document, ctx: Context) -> list[_Parsed]:
             at = f"{where}.claims[{c}]"
             kind = obj(raw, at, ("kind",))["kind"]
             if not isinstance(kind, str) or kind not in KINDS:
-                raise InputError(f"{at}.kind: unknown claim kind {kind!r}")
+                raise InputError(f"{at}.kind: unknown claim kind {show(repr(kind))}")
             item = _Parsed(phase["name"], KINDS[kind], KINDS[kind].parse(raw, at, ctx), at)
             if item.block is not None and not first <= item.block < end:
                 raise InputError(f"{at}.block: block {item.block} lies outside the phase's blocks [{first}, {end})")
@@ -106,10 +106,10 @@ def verify(model_doc: Document, dataset_doc: Document, cert_doc: Document,
     results = [
         Result("integrity", "model_sha256", None, f"{cert_doc.path}: $.model_sha256",
                () if top["model_sha256"] == model_doc.sha256 else
-               (f"stated {top['model_sha256']}, file has {model_doc.sha256}",)),
+               (f"stated {show(top['model_sha256'])}, file has {model_doc.sha256}",)),
         Result("integrity", "dataset_sha256", None, f"{cert_doc.path}: $.dataset_sha256",
                () if top["dataset_sha256"] == dataset_doc.sha256 else
-               (f"stated {top['dataset_sha256']}, file has {dataset_doc.sha256}",)),
+               (f"stated {show(top['dataset_sha256'])}, file has {dataset_doc.sha256}",)),
     ]
     ctx = Context(model, dataset, top)
     try:

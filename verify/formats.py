@@ -14,7 +14,7 @@ from pathlib import Path
 from flint import fmpq
 
 from tfcert.errors import InputError
-from tfcert.verify.numbers import LIMITS, MAX_DIGITS, FloatLiteral, Vec, fmt, parse_number, parse_vector
+from tfcert.verify.numbers import LIMITS, MAX_DIGITS, FloatLiteral, Vec, fmt, parse_number, parse_vector, show
 
 DATASET_FORMAT = "tfcert.dataset/1"
 MODEL_FORMAT = "tfcert.model/1"
@@ -134,9 +134,10 @@ def _duplicate_path(value: object) -> str | None:
     while stack:
         item, path = stack.pop()
         if isinstance(item, _Object) and item.duplicate is not None:
-            return f"{path}: duplicate key {item.duplicate!r}"
+            return f"{path}: duplicate key {show(repr(item.duplicate))}"
         children = item.items() if isinstance(item, dict) else enumerate(item) if isinstance(item, list) else ()
-        stack.extend(reversed([(v, f"{path}.{k}" if isinstance(k, str) else f"{path}[{k}]") for k, v in children]))
+        stack.extend(reversed([(v, f"{path}.{show(json.dumps(k))}" if isinstance(k, str) else f"{path}[{k}]")
+                               for k, v in children]))
     return None
 
 
@@ -202,7 +203,7 @@ def fields(value: object, where: str, required: tuple[str, ...], optional: tuple
     item = obj(value, where, required)
     for key in item:
         if key not in required and key not in optional:
-            raise InputError(f"{where}: unknown field {key!r} (expected {', '.join(required + optional)})")
+            raise InputError(f"{where}: unknown field {show(repr(key))} (expected {', '.join(required + optional)})")
     return item
 
 
@@ -224,7 +225,7 @@ def integer(value: object, where: str, low: int, high: int) -> int:
 
 def check_format(top: dict, expected: str, name: str) -> None:
     if top.get("format") != expected:
-        raise InputError(f"{name}: $.format: expected {expected!r}, got {top.get('format')!r}")
+        raise InputError(f"{name}: $.format: expected {expected!r}, got {show(repr(top.get('format')))}")
 
 
 # ---------------------------------------------------------------- dataset
@@ -319,7 +320,7 @@ def read_model(doc: Document) -> Model:
     d = integer(top["d"], f"{name}: $.d", 1, MAX_DIMENSION)
     attention = top["attention"]
     if attention not in ("hardmax", "softmax"):
-        raise InputError(f"{name}: $.attention: expected 'hardmax' or 'softmax', got {attention!r}")
+        raise InputError(f"{name}: $.attention: expected 'hardmax' or 'softmax', got {show(repr(attention))}")
     fields(top, f"{name}: $", ("format", "d", "attention", "blocks"), ("temperature",) if attention == "softmax" else ())
     temperature = None
     if attention == "softmax":

@@ -75,16 +75,16 @@ def parse_number(value: object, where: str, digits: int = MAX_DIGITS) -> fmpq:
     if match:
         den = _integer(match.group(2))
         if den == 0:
-            raise InputError(f"{where}: zero denominator in {text!r}")
+            raise InputError(f"{where}: zero denominator in {show(repr(text))}")
         return fmpq(_integer(match.group(1)), den)
     match = _DECIMAL.fullmatch(text)
     if not match or not (match.group(2) or match.group(3)):
-        raise InputError(f"{where}: malformed number {text!r}")
+        raise InputError(f"{where}: malformed number {show(repr(text))}")
     sign, whole, frac, exp = match.groups()
     frac = frac or ""
     exponent = int(exp) if exp else 0
     if abs(exponent) > MAX_EXPONENT:
-        raise InputError(f"{where}: exponent out of range in {text!r}")
+        raise InputError(f"{where}: exponent out of range in {show(repr(text))}")
     mantissa = _integer((whole or "0") + frac) * (-1 if sign == "-" else 1)
     shift = exponent - len(frac)
     if shift >= 0:

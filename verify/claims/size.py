@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from tfcert.errors import InputError
 from tfcert.verify.claims import Context, stated
 from tfcert.verify.formats import Dataset, Model, fields, integer
+from tfcert.verify.numbers import show
 
 KIND = "size"
 LAYER = None
@@ -57,7 +58,7 @@ def parse(raw: dict, where: str, ctx: Context) -> Claim:
     fields(raw, where, ("kind", "theorem", "bounds", *KEYS, "d_sum_m", "within"))
     theorem = raw.get("theorem")
     if not isinstance(theorem, str) or theorem not in THEOREMS:
-        raise InputError(f"{where}.theorem: expected one of {sorted(THEOREMS)}, got {theorem!r}")
+        raise InputError(f"{where}.theorem: expected one of {sorted(THEOREMS)}, got {show(repr(theorem))}")
     bounds = fields(raw.get("bounds"), f"{where}.bounds", KEYS)
     for key in KEYS + ("d_sum_m",):
         integer(raw.get(key), f"{where}.{key}", 0, 10**18)
