@@ -71,3 +71,13 @@ def test_cli_selftest_json(capsys):
     assert out["caught"] + out["kept"] == 30
     assert main(["selftest", "--mutations", "0"]) == 2
     assert capsys.readouterr().err.startswith("error: --mutations")
+
+
+def test_campaign_has_teeth(bundles, monkeypatch):
+    """With the hat claim's check switched off the campaign finds survivors:
+    it can tell a checker that misses false claims."""
+    from tfcert.verify.claims import hat
+
+    monkeypatch.setattr(hat, "check", lambda *args: [])
+    result = campaign(120, seed=1, bundles=bundles)
+    assert result["survivors"] and all(s["checker"] == "accepted" for s in result["survivors"])
