@@ -7,19 +7,18 @@ copy of the tokens.
 """
 from __future__ import annotations
 
+import re
 from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
 from tfcert.errors import InputError
-import re
-
 from tfcert.verify.claims import Context, argmax, clusters, exact, hat, separation, size, snap, tau_star, uniform
 from tfcert.verify.evaluate import Replay, Step
-from tfcert.verify.numbers import show
 from tfcert.verify.formats import (CERTIFICATE_FORMAT, Document, array, check_format, fields, integer, load_document,
                                    number, obj, read_dataset, read_model)
+from tfcert.verify.numbers import show
 
 KINDS = {m.KIND: m for m in (uniform, separation, hat, argmax, clusters, exact, size, snap, tau_star)}
 TOP = ("format", "model_sha256", "dataset_sha256", "attention", "theorem", "phases")
@@ -106,10 +105,10 @@ def verify(model_doc: Document, dataset_doc: Document, cert_doc: Document,
     results = [
         Result("integrity", "model_sha256", None, f"{cert_doc.path}: $.model_sha256",
                () if top["model_sha256"] == model_doc.sha256 else
-               (f"stated {show(top['model_sha256'])}, file has {model_doc.sha256}",)),
+               (f"stated {show(repr(top['model_sha256']))}, file has {model_doc.sha256}",)),
         Result("integrity", "dataset_sha256", None, f"{cert_doc.path}: $.dataset_sha256",
                () if top["dataset_sha256"] == dataset_doc.sha256 else
-               (f"stated {show(top['dataset_sha256'])}, file has {dataset_doc.sha256}",)),
+               (f"stated {show(repr(top['dataset_sha256']))}, file has {dataset_doc.sha256}",)),
     ]
     ctx = Context(model, dataset, top)
     try:
@@ -131,10 +130,10 @@ def _top_claims(name: str, top: dict, attention: str, claims: list[_Parsed]) -> 
     out = []
     if top["attention"] != attention:
         out.append(Result("integrity", "attention", None, f"{name}: $.attention",
-                          (f"stated {show(top['attention'])!s}, the model's attention is {attention}",)))
+                          (f"stated {show(repr(top['attention']))}, the model's attention is {attention}",)))
     if top["theorem"] != size.THEOREM[attention]:
         out.append(Result("integrity", "theorem", None, f"{name}: $.theorem",
-                          (f"stated {show(top['theorem'])}, a {attention} model is measured against Theorem "
+                          (f"stated {show(repr(top['theorem']))}, a {attention} model is measured against Theorem "
                            f"{size.THEOREM[attention]}",)))
     if not any(c.module is exact for c in claims):
         out.append(Result("integrity", "exact", None, f"{name}: $.phases", ("the certificate makes no exactness claim",)))
