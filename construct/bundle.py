@@ -4,6 +4,11 @@ is written, and written so that no half-written bundle is ever left."""
 from __future__ import annotations
 
 import os
+import shutil
+import signal
+import tempfile
+import threading
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -38,8 +43,12 @@ def build(dataset: str | Path | Document, attention: str = "hardmax", width: int
     cert = dumps(certificate(construction, data, model, dataset_doc.raw))
     files = {"dataset.json": dataset_doc.raw, "model.json": model, "certificate.json": cert}
     verifying = None if progress is None else (lambda done, total: progress(done, total, "verifying"))
-    report = verify(parse_document("model.json", model), dataset_doc,
-                    parse_document("certificate.json", cert), verifying)
+    try:
+        report = verify(parse_document("model.json", model), dataset_doc,
+                        parse_document("certificate.json", cert), verifying)
+    except InputError as exc:  # the construction's own numbers are past a reader's limit
+        raise InputError(f"{dataset_doc.path}: the bundle built from this dataset exceeds a limit of the checker "
+                         f"({exc}); raise it with --limit") from None
     if not report.ok:
         raise AssertionError("the construction's own certificate does not verify")  # a bug
     return Bundle(data, construction, files, report)
@@ -52,26 +61,52 @@ def refuse_to_replace(directory: str | Path, files=("dataset.json", "model.json"
         raise InputError(f"{directory}: already holds a bundle ({', '.join(found)}); use --force to replace it")
 
 
+@contextmanager
+def _no_interrupt():
+    """Hold SIGINT until the block ends, so the renames finish together (main thread only)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    held: list = []
+    previous = signal.signal(signal.SIGINT, lambda *args: held.append(args))
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+        if held and callable(previous):
+            previous(*held[0])
+
+
 def write(files: dict[str, bytes], directory: str | Path, force: bool = False) -> None:
-    """Write every file to a temporary name first, then rename them all; a
-    target that cannot be replaced is found before anything is renamed. An
-    existing bundle is replaced only with ``force``."""
+    """Write every file into a temporary folder beside the bundle, then move
+    them in with SIGINT held: a new directory is one rename, an existing one
+    gets its files renamed together. The temporary folder is removed whatever
+    happens (an error, an interrupt). An existing bundle is replaced only with
+    ``force``."""
     out = Path(directory)
     if not force:
         refuse_to_replace(out, tuple(files))
-    temps: list[tuple[Path, Path]] = []
+    tmp = None
     try:
-        out.mkdir(parents=True, exist_ok=True)
+        out.parent.mkdir(parents=True, exist_ok=True)
         for name in files:
             if (out / name).is_dir():
                 raise InputError(f"{out / name}: is a directory; cannot write the bundle")
+        tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent))
+        mask = os.umask(0)
+        os.umask(mask)
+        tmp.chmod(0o777 & ~mask)  # as mkdir would make it
         for name, data in files.items():
-            tmp = out / f".{name}.tmp"
-            temps.append((tmp, out / name))
-            tmp.write_bytes(data)
-        for tmp, final in temps:
-            os.replace(tmp, final)
+            (tmp / name).write_bytes(data)
+        with _no_interrupt():
+            if not out.exists():
+                os.rename(tmp, out)
+                tmp = None
+            else:
+                for name in files:
+                    os.replace(tmp / name, out / name)
     except OSError as exc:
-        for tmp, _ in temps:
-            tmp.unlink(missing_ok=True)
         raise InputError(f"{directory}: cannot write the bundle: {exc.strerror or exc}") from None
+    finally:
+        if tmp is not None:
+            shutil.rmtree(tmp, ignore_errors=True)

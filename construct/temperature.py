@@ -40,18 +40,36 @@ def rounded(x: fmpq, bits: int, up: bool) -> fmpq:
     return fmpq(k, 2 ** shift) if shift >= 0 else fmpq(k * 2 ** -shift)
 
 
+def bracket(ok, reach: int = 1 << 24) -> fmpq:
+    """A power of two 2^e with ok(2^e) and not ok(2^(e+1)), for ``ok`` true
+    below a threshold: the exponent is found by doubling steps, then by
+    bisection, so a threshold near 2^±100000 (coordinates near 1e4000) takes
+    about 2·17 tests."""
+    def at(e: int) -> bool:
+        return ok(fmpq(2) ** e)
+
+    lo, hi, stride = (0, None, 1) if at(0) else (None, 0, 1)
+    while lo is None or hi is None:
+        if stride > reach:
+            raise AssertionError("no bracketing power of two for tau_star")  # a construction bug
+        e = (lo + stride) if hi is None else (hi - stride)
+        if at(e):
+            lo = e
+        else:
+            hi = e
+        stride *= 2
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        lo, hi = (mid, hi) if at(mid) else (lo, mid)
+    return fmpq(2) ** lo
+
+
 def bisect(noises, radius: fmpq) -> tuple[fmpq, fmpq]:
     """(τ*, step): B(τ*) ≤ r certified and B(τ* + step) > r certified."""
     def ok(tau: fmpq) -> bool:
         return max_bound(noises, tau, 1) <= radius
 
-    lo = fmpq(1)
-    for _ in range(400):
-        if ok(lo) and not ok(2 * lo):
-            break
-        lo = 2 * lo if ok(lo) else lo / 2
-    else:
-        raise AssertionError("no bracketing power of two for tau_star")  # a construction bug
+    lo = bracket(ok)
     hi = 2 * lo
     for _ in range(BITS):
         mid = (lo + hi) / 2

@@ -158,7 +158,7 @@ def json_path(path) -> str:
 # 1e999999 are bare JSON tokens, not strings.
 BAD_VALUES = ['NaN', '-Infinity', 'Infinity', '""', '"  "', '"1/0"', '"0/0"', '"abc"', '"1e999999"', '1e999999',
               '"1.2.3"', '"--1"', '"1/2/3"', '"0x10"', '"١"', '"1_000"', '"nan"', '"inf"', 'true', 'false',
-              'null', '[1]', '{"a": 1}', '"1' + "0" * 5000 + '"', "1" + "0" * 5000]
+              'null', '[1]', '{"a": 1}', '"1' + "0" * 70000 + '"', "1" + "0" * 70000]  # over every digits limit
 
 
 def splice(value, path, replacement_text: str) -> str:
@@ -189,7 +189,8 @@ def change_length(value, path, grow: bool) -> str:
 # Which leaves a corruption must be caught at. Certificate: the claims' fields
 # (the size claim compares stated values and fails as a claim, exit 1, so it is
 # left out) and the phases' block ranges; top-level "attention"/"theorem" are
-# informational.
+# compared with the model (a false value fails as a claim, exit 1), and
+# deleting them is an input error.
 def cert_leaf_ok(path, cert=None) -> bool:
     if not (len(path) >= 3 and path[0] == "phases" and path[2] in ("blocks", "claims")):
         return False
@@ -204,7 +205,7 @@ OPTIONAL_CLAIM_FIELDS = {"margin", "min_gap"}  # null or absent is allowed
 
 def cert_key_required(cert, path, key) -> bool:
     if path == ():
-        return key in ("format", "model_sha256", "dataset_sha256", "phases")
+        return key in ("format", "model_sha256", "dataset_sha256", "attention", "theorem", "phases")
     if len(path) == 2 and path[0] == "phases":
         return True  # name, blocks, claims
     if len(path) == 4 and path[2] == "claims":

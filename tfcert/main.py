@@ -20,6 +20,43 @@ def _write_text(path: str, data: bytes) -> None:
         raise InputError(f"{path}: cannot write: {exc.strerror or exc}") from None
 
 
+def _same_file(a: str | Path, b: str | Path) -> bool:
+    try:
+        return os.path.samefile(a, b)
+    except OSError:  # one does not exist yet
+        return os.path.abspath(a) == os.path.abspath(b)
+
+
+def _refuse_overwrite(outputs: list, inputs: list) -> None:
+    """An output path that is one of the inputs would destroy what was read."""
+    for out in outputs:
+        for given in inputs:
+            if given not in (None, "-") and _same_file(out, given):
+                raise InputError(f"{out}: is the input {given}; refusing to overwrite it")
+
+
+def _limits(pairs: list[str] | None) -> None:
+    """Set the checker's limits: the defaults, then ``--limit NAME=VALUE`` options."""
+    from dataclasses import fields
+
+    from tfcert.verify.numbers import LIMITS
+
+    kinds = {f.name: f.type for f in fields(LIMITS)}
+    for f in fields(LIMITS):
+        setattr(LIMITS, f.name, f.default)
+    for pair in pairs or ():
+        name, _, text = pair.partition("=")
+        if name not in kinds:
+            raise InputError(f"--limit {pair}: expected NAME=VALUE with NAME one of {', '.join(kinds)}")
+        try:
+            value = float(text) if kinds[name] == "float" else int(text)
+        except ValueError:
+            value = -1
+        if not value > 0:
+            raise InputError(f"--limit {pair}: expected a positive number")
+        setattr(LIMITS, name, value)
+
+
 def _warn(warnings: tuple[str, ...]) -> None:
     """The dataset's warnings (dropped duplicates), one ``warning:`` line each."""
     for warning in warnings:
@@ -42,6 +79,8 @@ def cmd_construct(args) -> int:
 
     if args.width < UNITS:
         raise InputError(f"--width: {args.width} is too small; a leader hat or a snap needs {UNITS} units")
+    _refuse_overwrite([Path(args.output) / name for name in ("dataset.json", "model.json", "certificate.json")],
+                      [args.dataset])
     if not args.force:
         refuse_to_replace(args.output)  # before the work, not after it
     start = time.perf_counter()
@@ -77,6 +116,8 @@ def cmd_verify(args) -> int:
     from tfcert.verify.check import verify
 
     docs = _documents(args, ("model", "dataset", "certificate"))
+    if args.junit:
+        _refuse_overwrite([args.junit], [d.path for d in docs.values()])
     with Bar("verify") as bar:
         report = verify(docs["model"], docs["dataset"], docs["certificate"], bar)
     _warn(report.warnings)
@@ -126,10 +167,10 @@ def cmd_check(args) -> int:
 def cmd_audit(args) -> int:
     from tfcert.audit.audit import audit, certificate
     from tfcert.progress import Bar
-    from tfcert.report import audit_human, audit_json
+    from tfcert.report import audit_human, audit_json, json_text
     from tfcert.verify.check import check_compatible, verify
     from tfcert.verify.formats import dumps, parse_document, read_dataset, read_model
-    from tfcert.verify.numbers import parse_number
+    from tfcert.verify.numbers import LimitError, parse_number
 
     tau = None
     if args.temperature is not None:
@@ -138,23 +179,32 @@ def cmd_audit(args) -> int:
             raise InputError("--temperature: must be > 0")
     docs = _documents(args, ("model", "dataset"))
     model_doc, dataset_doc = docs["model"], docs["dataset"]
+    if args.output:
+        _refuse_overwrite([args.output], [model_doc.path, dataset_doc.path])
     model, dataset = read_model(model_doc), read_dataset(dataset_doc)
     check_compatible(model, dataset, model_doc.path, dataset_doc.path)
+    if args.output and model.attention == "softmax":
+        raise InputError("-o: a softmax certificate must prove every temperature up to the model's (a tau_star "
+                         "claim), and the audit checks one; build with tfcert construct --attention softmax")
     if args.output and tau is not None and tau != model.temperature:
         raise InputError(f"-o: a certificate speaks about the model at its own temperature {model.temperature}; "
                          f"drop --temperature {args.temperature}")
-    with Bar("audit") as bar:
-        report = audit(model, dataset, bar, tau, tuple(args.float or ()))
+    try:
+        with Bar("audit") as bar:
+            report = audit(model, dataset, bar, tau, tuple(args.float or ()))
+    except LimitError as exc:  # the replay stopped: nothing is known about interpolation
+        print(json_text({"interpolates": False, "not_checked": str(exc)}) if args.json
+              else f"verdict: not checked: the replay stopped: {exc}")
+        return 1
     _warn(report.warnings)
+    text = json_text(audit_json(report)) if args.json else audit_human(report)
     if args.output:
         cert = dumps(certificate(report, model_doc.raw, dataset_doc.raw, len(model.blocks)))
         check = verify(model_doc, dataset_doc, parse_document(args.output, cert))
-        assert check.ok == report.interpolates, "audit certificate disagrees with the audit"  # a bug
+        if check.ok != report.interpolates:
+            raise AssertionError("audit certificate disagrees with the audit")  # a bug
         _write_text(args.output, cert)
-    if args.json:
-        _print_json(audit_json(report))
-    else:
-        print(audit_human(report))
+    print(text)
     return 0 if report.interpolates else 1
 
 
@@ -206,6 +256,12 @@ def cmd_demo(args) -> int:
     return run_demo(args.output, args.attention)
 
 
+def cmd_selftest(args) -> int:
+    from tfcert.selftest import run_selftest
+
+    return run_selftest(args.mutations, args.seed, args.json)
+
+
 def cmd_bench(args) -> int:
     from tfcert.bench import run_bench
 
@@ -223,6 +279,11 @@ def version() -> str:
 
 
 JSON_HELP = "print one JSON document on stdout instead of the text summary"
+
+
+def _limit_option(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--limit", action="append", metavar="NAME=VALUE",
+                   help="file_bytes, digits, bits or z3_seconds (docs/certificates.md, Limits); repeatable")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -252,6 +313,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--width", type=int, default=4, metavar="W",
                    help="FF width: floor(W/4) leader hats or snaps per layer (default 4, the least)")
     p.add_argument("--force", action="store_true", help="replace a bundle already in DIR")
+    _limit_option(p)
     p.add_argument("--json", action="store_true", help=JSON_HELP)
 
     def files(p: argparse.ArgumentParser, slots: tuple[str, ...]) -> None:
@@ -266,6 +328,7 @@ def build_parser() -> argparse.ArgumentParser:
     files(p, ("model", "dataset", "certificate"))
     p.add_argument("--json", action="store_true", help=JSON_HELP)
     p.add_argument("--junit", metavar="FILE", help="also write a JUnit XML report, one testcase per claim")
+    _limit_option(p)
 
     p = command("audit", "audit any model against a dataset", cmd_audit)
     files(p, ("model", "dataset"))
@@ -275,6 +338,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="also prove a bound on float runs in this format (binary64 or binary32; repeatable): "
                         "the bound, or the first layer where none can be given and why (docs/float.md)")
     p.add_argument("-o", "--output", metavar="CERT", help="write a certificate of the audit")
+    _limit_option(p)
     p.add_argument("--json", action="store_true", help=JSON_HELP)
 
     p = command("check", "verify every bundle found under folders (for CI and pre-commit)", cmd_check)
@@ -304,6 +368,11 @@ def build_parser() -> argparse.ArgumentParser:
                    help="folder for the bundle and phases.png, replaced if it exists (default tfcert-demo)")
     p.add_argument("--attention", choices=["hardmax", "softmax"], default="hardmax",
                    help="softmax also prints tau*, the empirical tau and their ratio (default hardmax)")
+
+    p = command("selftest", "mutation campaign: the checker against an independent judge", cmd_selftest)
+    p.add_argument("--mutations", type=int, default=200, metavar="N", help="how many single changes (default 200)")
+    p.add_argument("--seed", type=int, default=0, help="the campaign's random seed (default 0)")
+    p.add_argument("--json", action="store_true", help=JSON_HELP)
 
     p = command("bench", "time exact certification against a dense float64 forward pass", cmd_bench)
     p.add_argument("--quick", action="store_true", help="one small shape (seconds) instead of three")
@@ -343,6 +412,7 @@ def main(argv: list[str] | None = None) -> int:
 
     set_quiet(args.quiet)
     try:
+        _limits(getattr(args, "limit", None))
         code = int(args.func(args))
         sys.stdout.flush()  # a closed pipe shows up here, not at interpreter exit
         return code

@@ -6,7 +6,10 @@ import json
 from collections import Counter, OrderedDict
 from xml.etree import ElementTree as ET
 
+import mpmath
+
 from tfcert.verify.check import Report, Result
+from tfcert.verify.numbers import show
 
 
 def _name(r: Result) -> str:
@@ -98,12 +101,27 @@ def _opt(x) -> str | None:
     return None if x is None else str(x)
 
 
+def approx(x, root: bool = False, digits: int = 6) -> str:
+    """A short decimal of an exact rational (its square root with ``root``),
+    whatever its size: floats overflow past 1e308."""
+    value = mpmath.mpf(int(x.p)) / int(x.q)
+    return mpmath.nstr(mpmath.sqrt(value) if root else value, digits)
+
+
+def _hausdorff(squared) -> float | str | None:
+    """The Hausdorff distance as a JSON number, or its decimal text past float range."""
+    if squared is None:
+        return None
+    text = approx(squared, root=True, digits=17)
+    return float(text) if abs(float(text)) != float("inf") else text
+
+
 def audit_json(report) -> dict:
     """The audit as one JSON document (exact values as strings)."""
     out = {"interpolates": report.interpolates,
            "sequences": [{"sequence": s.index, "verdict": s.verdict, "exact": s.exact,
                           "hausdorff_squared": _opt(s.hausdorff_squared),
-                          "hausdorff": None if s.hausdorff_squared is None else float(s.hausdorff_squared) ** 0.5,
+                          "hausdorff": _hausdorff(s.hausdorff_squared),
                           "enclosure_width": str(s.width)} for s in report.sequences],
            "attention_layers": [{"block": l.block, "min_gap": _opt(l.min_gap), "ties": [list(t) for t in l.ties]}
                                 for l in report.layers],
@@ -120,14 +138,14 @@ def audit_json(report) -> dict:
 
 def audit_human(report) -> str:
     softmax = report.temperature is not None
-    lines = [f"temperature {report.temperature} (≈ {float(report.temperature):.6g})"] if softmax else []
+    lines = [f"temperature {show(report.temperature)} (≈ {approx(report.temperature)})"] if softmax else []
     lines.append(f"{'sequence':>8} {'verdict':>14} {'hausdorff':>12}" + (f" {'enclosure width':>16}" if softmax else ""))
     for s in report.sequences:
-        h = "-" if s.hausdorff_squared is None else f"{float(s.hausdorff_squared) ** 0.5:.6g}"
-        lines.append(f"{s.index:>8} {s.verdict:>14} {h:>12}" + (f" {float(s.width):>16.3g}" if softmax else ""))
+        h = "-" if s.hausdorff_squared is None else approx(s.hausdorff_squared, root=True)
+        lines.append(f"{s.index:>8} {s.verdict:>14} {h:>12}" + (f" {approx(s.width, digits=3):>16}" if softmax else ""))
     for l in report.layers:
         ties = f", {len(l.ties)} tie(s): " + " ".join(f"[{a},{b}]" for a, b in l.ties) if l.ties else ""
-        lines.append(f"attention block {l.block}: least argmax gap {l.min_gap}{ties}")
+        lines.append(f"attention block {l.block}: least argmax gap {show(l.min_gap)}{ties}")
     lines.append(size_line(report.size))
     for f in report.floats:
         lines.append(f"float {f.format}: " + (f"every output within {float(f.bound):.3g} of the exact one "
@@ -135,7 +153,7 @@ def audit_human(report) -> str:
     if softmax:
         largest = report.largest_certified_temperature
         lines.append("largest certified temperature: " +
-                     ("none" if largest is None else f"{largest} (≈ {float(largest):.6g})"))
+                     ("none" if largest is None else f"{show(largest)} (≈ {approx(largest)})"))
     lines.append("verdict: interpolates exactly" if report.interpolates else
                  "verdict: NOT certified to interpolate at this temperature" if softmax else
                  "verdict: does NOT interpolate")

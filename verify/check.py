@@ -7,6 +7,7 @@ copy of the tokens.
 """
 from __future__ import annotations
 
+import re
 import time
 from collections import defaultdict
 from dataclasses import dataclass, field
@@ -17,10 +18,13 @@ from tfcert.verify.errors import InputError
 from tfcert.verify.claims import Context, argmax, clusters, exact, hat, separation, size, snap, tau_star, uniform
 from tfcert.verify.claims import float as float_claim
 from tfcert.verify.evaluate import Replay, Step
-from tfcert.verify.formats import (CERTIFICATE_FORMAT, Document, array, check_format, integer, load_document, obj,
-                                   read_dataset, read_model)
+from tfcert.verify.formats import (CERTIFICATE_FORMAT, Document, array, check_format, fields, integer, load_document,
+                                   number, obj, read_dataset, read_model)
+from tfcert.verify.numbers import show
 
 KINDS = {m.KIND: m for m in (uniform, separation, hat, argmax, clusters, exact, size, snap, tau_star, float_claim)}
+TOP = ("format", "model_sha256", "dataset_sha256", "attention", "theorem", "phases")
+PHASE_NAME = re.compile(r"[A-Za-z0-9_.:/()+ -]{1,80}")  # printed in reports: no control characters
 
 
 @dataclass(frozen=True)
@@ -71,7 +75,9 @@ def _parse_claims(cert: Document, ctx: Context) -> list[_Parsed]:
     parsed = []
     for p, raw_phase in enumerate(array(top["phases"], f"{name}: $.phases")):
         where = f"{name}: $.phases[{p}]"
-        phase = obj(raw_phase, where, ("name", "blocks", "claims"))
+        phase = fields(raw_phase, where, ("name", "blocks", "claims"))
+        if not isinstance(phase["name"], str) or not PHASE_NAME.fullmatch(phase["name"]):
+            raise InputError(f"{where}.name: expected 1 to 80 letters, digits, spaces or _.:/()+-")
         span = array(phase["blocks"], f"{where}.blocks")
         if len(span) != 2:
             raise InputError(f"{where}.blocks: expected [first, end]")
@@ -81,8 +87,8 @@ def _parse_claims(cert: Document, ctx: Context) -> list[_Parsed]:
             at = f"{where}.claims[{c}]"
             kind = obj(raw, at, ("kind",))["kind"]
             if not isinstance(kind, str) or kind not in KINDS:
-                raise InputError(f"{at}.kind: unknown claim kind {kind!r}")
-            item = _Parsed(str(phase["name"]), KINDS[kind], KINDS[kind].parse(raw, at, ctx), at)
+                raise InputError(f"{at}.kind: unknown claim kind {show(repr(kind))}")
+            item = _Parsed(phase["name"], KINDS[kind], KINDS[kind].parse(raw, at, ctx), at)
             if item.block is not None and not first <= item.block < end:
                 raise InputError(f"{at}.block: block {item.block} lies outside the phase's blocks [{first}, {end})")
             parsed.append(item)
@@ -94,15 +100,18 @@ def verify(model_doc: Document, dataset_doc: Document, cert_doc: Document,
     """Check a certificate against the exact model and dataset bytes."""
     model, dataset = read_model(model_doc), read_dataset(dataset_doc)
     check_compatible(model, dataset, model_doc.path, dataset_doc.path)
-    top = obj(cert_doc.value, f"{cert_doc.path}: $", ("format", "model_sha256", "dataset_sha256", "phases"))
+    top = obj(cert_doc.value, f"{cert_doc.path}: $", ("format",))
     check_format(top, CERTIFICATE_FORMAT, cert_doc.path)
+    fields(top, f"{cert_doc.path}: $", TOP, ("tau_star",))
+    if "tau_star" in top:
+        number(top["tau_star"], f"{cert_doc.path}: $.tau_star")
     results = [
         Result("integrity", "model_sha256", None, f"{cert_doc.path}: $.model_sha256",
                () if top["model_sha256"] == model_doc.sha256 else
-               (f"stated {top['model_sha256']}, file has {model_doc.sha256}",)),
+               (f"stated {show(repr(top['model_sha256']))}, file has {model_doc.sha256}",)),
         Result("integrity", "dataset_sha256", None, f"{cert_doc.path}: $.dataset_sha256",
                () if top["dataset_sha256"] == dataset_doc.sha256 else
-               (f"stated {top['dataset_sha256']}, file has {dataset_doc.sha256}",)),
+               (f"stated {show(repr(top['dataset_sha256']))}, file has {dataset_doc.sha256}",)),
     ]
     ctx = Context(model, dataset, top)
     try:
@@ -112,14 +121,34 @@ def verify(model_doc: Document, dataset_doc: Document, cert_doc: Document,
             raise
         raise InputError(f"{exc} (the certificate's sha256 does not match {model_doc.path} / "
                          f"{dataset_doc.path}: is it the certificate of other files?)") from None
-    if not any(c.module is exact for c in claims):
-        results.append(Result("integrity", "exact", None, f"{cert_doc.path}: $.phases",
-                              ("the certificate makes no exactness claim",)))
-    if "tau_star" in top and not any(c.module is tau_star for c in claims):
-        results.append(Result("integrity", "tau_star", None, f"{cert_doc.path}: $.tau_star",
-                              ("the certificate states tau_star but no tau_star claim proves it",)))
+    results += _top_claims(cert_doc.path, top, model.attention, claims)
     results += replay_claims(ctx, claims, progress)
     return Report(tuple(results), dataset.warnings)
+
+
+def _top_claims(name: str, top: dict, attention: str, claims: list[_Parsed]) -> list[Result]:
+    """What the certificate as a whole states: its attention and theorem are
+    the model's, it claims exactness, and a softmax one proves every
+    temperature up to the model's (a tau_star claim)."""
+    out = []
+    if top["attention"] != attention:
+        out.append(Result("integrity", "attention", None, f"{name}: $.attention",
+                          (f"stated {show(repr(top['attention']))}, the model's attention is {attention}",)))
+    if top["theorem"] != size.THEOREM[attention]:
+        out.append(Result("integrity", "theorem", None, f"{name}: $.theorem",
+                          (f"stated {show(repr(top['theorem']))}, a {attention} model is measured against Theorem "
+                           f"{size.THEOREM[attention]}",)))
+    if not any(c.module is exact for c in claims):
+        out.append(Result("integrity", "exact", None, f"{name}: $.phases", ("the certificate makes no exactness claim",)))
+    has_tau = any(c.module is tau_star for c in claims)
+    if "tau_star" in top and not has_tau:
+        out.append(Result("integrity", "tau_star", None, f"{name}: $.tau_star",
+                          ("the certificate states tau_star but no tau_star claim proves it",)))
+    elif attention == "softmax" and not has_tau:
+        out.append(Result("integrity", "tau_star", None, f"{name}: $.phases",
+                          ("a softmax certificate must prove exactness at every temperature up to the model's: "
+                           "it has no tau_star claim",)))
+    return out
 
 
 def replay_claims(ctx: Context, claims: list[_Parsed], progress=None) -> list[Result]:

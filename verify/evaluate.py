@@ -21,7 +21,7 @@ from flint import arb, ctx, fmpq
 from tfcert.verify.enclose import (PREC, Noise, Path, Token, as_balls, axis_of, bounds, box, is_point, noise,
                                    noise_bound, path, projection_range, rank_one, softmax_ball)
 from tfcert.verify.formats import FF, SA, LowRank, Model
-from tfcert.verify.numbers import Vec, add, dot, scale, sub, zero
+from tfcert.verify.numbers import Vec, add, bounded, dot, scale, sub, zero
 
 ZERO = fmpq(0)
 ONE = fmpq(1)
@@ -329,13 +329,16 @@ class Replay:
 
     def _set(self, updates: dict[int, Vec]) -> None:
         for g, x in updates.items():
-            if self.tokens[g] != x:
+            if self.tokens[g] != bounded(x):
                 self.tokens[g] = x
                 for proj in self.index.values():
                     proj.move(g, x)
 
     def _enclosed(self, tokens: list) -> None:
         """Replace every token at once (softmax enclosures); projections are recomputed on demand."""
+        for x in tokens:
+            for vertex in x.vertices if isinstance(x, Path) else (x,) if is_point(x) else ():
+                bounded(vertex)
         self.tokens = tokens
         self.index.clear()
         self.points = all(is_point(x) for x in tokens)

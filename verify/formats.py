@@ -14,7 +14,7 @@ from pathlib import Path
 from flint import fmpq
 
 from tfcert.verify.errors import InputError
-from tfcert.verify.numbers import MAX_DIGITS, FloatLiteral, Vec, fmt, parse_number, parse_vector
+from tfcert.verify.numbers import LIMITS, MAX_DIGITS, FloatLiteral, Vec, fmt, parse_number, parse_vector, show
 
 DATASET_FORMAT = "tfcert.dataset/1"
 MODEL_FORMAT = "tfcert.model/1"
@@ -110,15 +110,47 @@ class _HugeInt(str):
 
 
 def _parse_int(text: str) -> int | str:
-    return int(text) if len(text) <= MAX_DIGITS + 16 else _HugeInt(text)
+    return int(text) if len(text) <= MAX_DIGITS else _HugeInt(text)
+
+
+class _Object(dict):
+    """A JSON object that remembers a key it saw twice (readers disagree on
+    which value wins, so such a file is refused)."""
+    duplicate: str | None = None
+
+
+def _object(pairs: list[tuple[str, object]]) -> _Object:
+    out = _Object()
+    for key, value in pairs:
+        if key in out and out.duplicate is None:
+            out.duplicate = key
+        out[key] = value
+    return out
+
+
+def _duplicate_path(value: object) -> str | None:
+    """JSON path of the first object with a repeated key (iterative: any depth)."""
+    stack = [(value, "$")]
+    while stack:
+        item, path = stack.pop()
+        if isinstance(item, _Object) and item.duplicate is not None:
+            return f"{path}: duplicate key {show(repr(item.duplicate))}"
+        children = item.items() if isinstance(item, dict) else enumerate(item) if isinstance(item, list) else ()
+        stack.extend(reversed([(v, f"{path}.{show(json.dumps(k))}" if isinstance(k, str) else f"{path}[{k}]")
+                               for k, v in children]))
+    return None
 
 
 def load_document(path: str | Path) -> Document:
-    """Read a JSON file exactly: floats keep their source text."""
+    """Read a JSON file exactly (floats keep their source text), at most
+    ``LIMITS.file_bytes`` bytes."""
     try:
-        raw = Path(path).read_bytes()
+        with open(path, "rb") as handle:
+            raw = handle.read(LIMITS.file_bytes + 1)
     except OSError as exc:
         raise InputError(f"{path}: cannot read: {exc.strerror or exc}") from None
+    if len(raw) > LIMITS.file_bytes:
+        raise InputError(f"{path}: larger than the limit file_bytes={LIMITS.file_bytes}")
     return parse_document(str(path), raw)
 
 
@@ -126,28 +158,32 @@ def parse_document(name: str, raw: bytes) -> Document:
     """Parse bytes that are (or will be) the file ``name``."""
     try:
         value = json.loads(raw.decode("utf-8"), parse_float=FloatLiteral, parse_constant=_NonFinite,
-                           parse_int=_parse_int)
+                           parse_int=_parse_int, object_pairs_hook=_object)
     except UnicodeDecodeError:
         raise InputError(f"{name}: not UTF-8 text") from None
     except json.JSONDecodeError as exc:
         raise InputError(f"{name}: malformed JSON at line {exc.lineno} column {exc.colno}: {exc.msg}") from None
     except RecursionError:
         raise InputError(f"{name}: JSON nested too deeply") from None
+    duplicate = _duplicate_path(value)
+    if duplicate:
+        raise InputError(f"{name}: {duplicate}")
     return Document(name, raw, value)
 
 
-def number(value: object, where: str) -> fmpq:
+def number(value: object, where: str, digits: int | None = None) -> fmpq:
+    """A number of a model or certificate (``digits``: LIMITS.digits) or a dataset (MAX_DIGITS)."""
     if isinstance(value, _NonFinite):
         raise InputError(f"{where}: {value} is not a finite number")
-    return parse_number(value, where)
+    return parse_number(value, where, LIMITS.digits if digits is None else digits)
 
 
-def vector(value: object, d: int, where: str) -> Vec:
+def vector(value: object, d: int, where: str, digits: int | None = None) -> Vec:
     if isinstance(value, list):
         for i, x in enumerate(value):
             if isinstance(x, _NonFinite):
                 raise InputError(f"{where}[{i}]: {x} is not a finite number")
-    return parse_vector(value, d, where)
+    return parse_vector(value, d, where, LIMITS.digits if digits is None else digits)
 
 
 def obj(value: object, where: str, keys: tuple[str, ...]) -> dict:
@@ -158,6 +194,17 @@ def obj(value: object, where: str, keys: tuple[str, ...]) -> dict:
         if key not in value:
             raise InputError(f"{where}: missing field {key!r}")
     return value
+
+
+def fields(value: object, where: str, required: tuple[str, ...], optional: tuple[str, ...] = ()) -> dict:
+    """A JSON object with every ``required`` key and no key outside
+    ``required + optional``: a field the checker does not read is refused,
+    never silently ignored."""
+    item = obj(value, where, required)
+    for key in item:
+        if key not in required and key not in optional:
+            raise InputError(f"{where}: unknown field {show(repr(key))} (expected {', '.join(required + optional)})")
+    return item
 
 
 def array(value: object, where: str) -> list:
@@ -178,7 +225,7 @@ def integer(value: object, where: str, low: int, high: int) -> int:
 
 def check_format(top: dict, expected: str, name: str) -> None:
     if top.get("format") != expected:
-        raise InputError(f"{name}: $.format: expected {expected!r}, got {top.get('format')!r}")
+        raise InputError(f"{name}: $.format: expected {expected!r}, got {show(repr(top.get('format')))}")
 
 
 # ---------------------------------------------------------------- dataset
@@ -186,7 +233,7 @@ def check_format(top: dict, expected: str, name: str) -> None:
 def read_dataset(doc: Document) -> Dataset:
     """Parse a dataset and check the assumptions of DESIGN.md §2."""
     name = doc.path
-    top = obj(doc.value, f"{name}: $", ("format", "d", "pairs"))
+    top = fields(doc.value, f"{name}: $", ("format", "d", "pairs"))
     check_format(top, DATASET_FORMAT, name)
     d = integer(top["d"], f"{name}: $.d", 2, MAX_DIMENSION)
     raw_pairs = array(top["pairs"], f"{name}: $.pairs")
@@ -195,13 +242,13 @@ def read_dataset(doc: Document) -> Dataset:
     pairs = []
     for j, raw in enumerate(raw_pairs):
         where = f"{name}: $.pairs[{j}]"
-        item = obj(raw, where, ("input", "output"))
+        item = fields(raw, where, ("input", "output"))
         seqs = []
         for side in ("input", "output"):
             tokens = array(item[side], f"{where}.{side}")
             if not tokens:
                 raise InputError(f"{where}.{side}: empty sequence")
-            seq = tuple(vector(t, d, f"{where}.{side}[{i}]") for i, t in enumerate(tokens))
+            seq = tuple(vector(t, d, f"{where}.{side}[{i}]", MAX_DIGITS) for i, t in enumerate(tokens))
             seen: dict[Vec, int] = {}
             for i, token in enumerate(seq):
                 if token in seen:
@@ -239,17 +286,17 @@ def _drop_duplicates(name: str, d: int, pairs: list[Pair]) -> Dataset:
 
 
 def _low_rank(value: object, d: int, where: str) -> LowRank:
-    item = obj(value, where, ("scale", "low_rank"))
+    item = fields(value, where, ("scale", "low_rank"))
     terms = []
     for k, term in enumerate(array(item["low_rank"], f"{where}.low_rank")):
-        t = obj(term, f"{where}.low_rank[{k}]", ("u", "v"))
+        t = fields(term, f"{where}.low_rank[{k}]", ("u", "v"))
         terms.append((vector(t["u"], d, f"{where}.low_rank[{k}].u"),
                       vector(t["v"], d, f"{where}.low_rank[{k}].v")))
     return LowRank(number(item["scale"], f"{where}.scale"), tuple(terms))
 
 
 def _ff(value: object, d: int, where: str) -> FF:
-    item = obj(value, where, ("eta", "U", "b", "W"))
+    item = fields(value, where, ("eta", "U", "b", "W"))
     U = tuple(vector(row, d, f"{where}.U[{i}]") for i, row in enumerate(array(item["U"], f"{where}.U")))
     width = len(U)
     b = vector(item["b"], width, f"{where}.b")
@@ -261,7 +308,7 @@ def _ff(value: object, d: int, where: str) -> FF:
 
 
 def _sa(value: object, d: int, where: str) -> SA:
-    item = obj(value, where, ("rho", "A", "V"))
+    item = fields(value, where, ("rho", "A", "V"))
     return SA(number(item["rho"], f"{where}.rho"), _low_rank(item["A"], d, f"{where}.A"),
               _low_rank(item["V"], d, f"{where}.V"))
 
@@ -273,7 +320,8 @@ def read_model(doc: Document) -> Model:
     d = integer(top["d"], f"{name}: $.d", 1, MAX_DIMENSION)
     attention = top["attention"]
     if attention not in ("hardmax", "softmax"):
-        raise InputError(f"{name}: $.attention: expected 'hardmax' or 'softmax', got {attention!r}")
+        raise InputError(f"{name}: $.attention: expected 'hardmax' or 'softmax', got {show(repr(attention))}")
+    fields(top, f"{name}: $", ("format", "d", "attention", "blocks"), ("temperature",) if attention == "softmax" else ())
     temperature = None
     if attention == "softmax":
         if "temperature" not in top:
@@ -284,7 +332,7 @@ def read_model(doc: Document) -> Model:
     blocks = []
     for k, raw in enumerate(array(top["blocks"], f"{name}: $.blocks")):
         where = f"{name}: $.blocks[{k}]"
-        item = obj(raw, where, ("ff", "sa"))
+        item = fields(raw, where, ("ff", "sa"))
         blocks.append(Block(_ff(item["ff"], d, f"{where}.ff"), _sa(item["sa"], d, f"{where}.sa")))
     return Model(d, attention, tuple(blocks), temperature)
 

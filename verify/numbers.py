@@ -8,15 +8,43 @@ written, so 0.1 is 1/10), or a string holding an integer, a decimal
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 
-from flint import fmpq
+from flint import fmpq, fmpz
 
 from tfcert.verify.errors import InputError
 
 Vec = tuple  # tuple[fmpq, ...]; a token of R^d
 
-MAX_DIGITS = 4000  # longest numerator/denominator/mantissa accepted
+MAX_DIGITS = 4000  # a dataset's numbers (the format): longest numerator/denominator/mantissa
 MAX_EXPONENT = 4000  # largest |e| accepted in "xe±e"
+
+
+@dataclass
+class Limits:
+    """What the readers and the replay accept (docs/certificates.md, "Limits");
+    the CLI sets them with ``--limit NAME=VALUE``. Past ``bits`` a replay stops
+    and its claims fail as "not checked"; past ``z3_seconds`` a region query is
+    "undecided" and its claim fails."""
+    file_bytes: int = 256 * 2**20  # any file read
+    digits: int = 64_000  # a model's or certificate's numbers (a dataset's: MAX_DIGITS)
+    bits: int = 2**20  # numerator or denominator of any number the replay forms
+    z3_seconds: float = 60.0  # one region query
+
+
+LIMITS = Limits()
+
+
+class LimitError(ArithmeticError):
+    """A number of the replay grew past ``LIMITS.bits``: nothing is proved beyond it."""
+
+
+def bounded(x: Vec) -> Vec:
+    """``x``, or LimitError if one of its numbers is too large for the replay."""
+    for v in x:
+        if v.height_bits() > LIMITS.bits:
+            raise LimitError(f"a number reached {v.height_bits()} bits, over the limit bits={LIMITS.bits}")
+    return x
 
 # re.ASCII: \d must not match other scripts' digits ("١", "５"), which int() would accept
 _FRACTION = re.compile(r"([+-]?\d+)/(\d+)", re.ASCII)
@@ -30,12 +58,13 @@ class FloatLiteral(str):
     """The source text of a bare JSON float, kept so it is read exactly."""
 
 
-def parse_number(value: object, where: str) -> fmpq:
-    """Turn one JSON value into an exact rational, or raise InputError naming ``where``."""
+def parse_number(value: object, where: str, digits: int = MAX_DIGITS) -> fmpq:
+    """Turn one JSON value into an exact rational, or raise InputError naming
+    ``where``; at most ``digits`` digits (and |exponent| ≤ MAX_EXPONENT)."""
     if isinstance(value, bool):
         raise InputError(f"{where}: expected a number, got a boolean")
     if isinstance(value, int):
-        if abs(value).bit_length() > MAX_DIGITS * 4:
+        if abs(value).bit_length() > digits * 4:
             raise InputError(f"{where}: number too large")
         return fmpq(value)
     if not isinstance(value, str):
@@ -43,41 +72,57 @@ def parse_number(value: object, where: str) -> fmpq:
     text = value.strip()
     if not text:
         raise InputError(f"{where}: empty string is not a number")
-    if len(text) > MAX_DIGITS + 16:
-        raise InputError(f"{where}: number too large ({len(text)} characters)")
+    if len(text) > digits + 16:
+        raise InputError(f"{where}: number too large ({len(text)} characters, limit digits={digits})")
     match = _FRACTION.fullmatch(text)
     if match:
-        den = int(match.group(2))
+        den = _integer(match.group(2))
         if den == 0:
-            raise InputError(f"{where}: zero denominator in {text!r}")
-        return fmpq(int(match.group(1)), den)
+            raise InputError(f"{where}: zero denominator in {show(repr(text))}")
+        return fmpq(_integer(match.group(1)), den)
     match = _DECIMAL.fullmatch(text)
     if not match or not (match.group(2) or match.group(3)):
-        raise InputError(f"{where}: malformed number {text!r}")
+        raise InputError(f"{where}: malformed number {show(repr(text))}")
     sign, whole, frac, exp = match.groups()
     frac = frac or ""
     exponent = int(exp) if exp else 0
     if abs(exponent) > MAX_EXPONENT:
-        raise InputError(f"{where}: exponent out of range in {text!r}")
-    mantissa = int((whole or "0") + frac) * (-1 if sign == "-" else 1)
+        raise InputError(f"{where}: exponent out of range in {show(repr(text))}")
+    mantissa = _integer((whole or "0") + frac) * (-1 if sign == "-" else 1)
     shift = exponent - len(frac)
     if shift >= 0:
-        return fmpq(mantissa * 10**shift)
-    return fmpq(mantissa, 10**-shift)
+        return fmpq(mantissa * fmpz(10)**shift)
+    return fmpq(mantissa, fmpz(10)**-shift)
 
 
-def parse_vector(value: object, d: int, where: str) -> Vec:
+def _integer(digits: str) -> fmpz:
+    """ASCII digits with an optional sign, of any length (Python's int()
+    refuses more than 4300 digits)."""
+    body = digits.lstrip("+-")
+    return -fmpz(body) if digits.startswith("-") else fmpz(body)
+
+
+def parse_vector(value: object, d: int, where: str, digits: int = MAX_DIGITS) -> Vec:
     """A token: a list of exactly ``d`` numbers."""
     if not isinstance(value, list):
         raise InputError(f"{where}: expected a list of {d} numbers")
     if len(value) != d:
         raise InputError(f"{where}: expected {d} numbers, got {len(value)}")
-    return tuple(parse_number(x, f"{where}[{i}]") for i, x in enumerate(value))
+    return tuple(parse_number(x, f"{where}[{i}]", digits) for i, x in enumerate(value))
 
 
 def fmt(x: fmpq) -> str:
     """Canonical text of a rational: "5", "-7/12"."""
     return str(x)
+
+
+def show(x: object, digits: int = 200) -> str:
+    """A value for a message: exact when short, else its leading digits and
+    size, so a report stays readable however large the numbers are."""
+    text = str(x)
+    if len(text) <= digits:
+        return text
+    return f"{text[:digits // 2]}…({len(text)} characters)"
 
 
 def dot(a: Vec, b: Vec) -> fmpq:

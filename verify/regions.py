@@ -12,6 +12,7 @@ import z3
 from flint import fmpq
 
 from tfcert.verify.formats import FF
+from tfcert.verify.numbers import LIMITS
 
 
 def q(x: fmpq) -> z3.ArithRef:
@@ -23,16 +24,35 @@ def hidden(ff: FF, units: tuple[int, ...], t: z3.ArithRef) -> list[z3.ArithRef]:
     return [z3.If(t + q(ff.b[j]) > 0, t + q(ff.b[j]), z3.RealVal(0)) for j in units]
 
 
-def counterexample(t: z3.ArithRef, *constraints, what: str) -> str | None:
-    """None if the constraints are unsatisfiable (the claim holds), else why not."""
+def solve(t: z3.ArithRef, *constraints) -> tuple[str, object]:
+    """("unsat", None), ("sat", a value of t: fmpq when rational) or
+    ("unknown", None) when z3 gives no answer within LIMITS.z3_seconds."""
     solver = z3.Solver()
+    solver.set("timeout", max(1, int(LIMITS.z3_seconds * 1000)))
     solver.add(*constraints)
     result = solver.check()
-    if result == z3.unsat:
+    if result != z3.sat:
+        return ("unsat" if result == z3.unsat else "unknown"), None
+    value = solver.model().eval(t, model_completion=True)
+    if z3.is_rational_value(value):
+        value = fmpq(value.numerator_as_long(), value.denominator_as_long())
+    return "sat", value
+
+
+def explain(answer: tuple[str, object], what: str, at=lambda value: value) -> str | None:
+    """None when the claim holds, else why not; ``at`` maps the value of z3's
+    variable to the t the claim speaks of."""
+    status, value = answer
+    if status == "unsat":
         return None
-    if result == z3.sat:
-        return f"z3: {what} at t = {solver.model()[t]}"
-    return f"z3 could not decide whether {what}"
+    if status == "sat":
+        return f"z3: {what} at t = {at(value) if isinstance(value, fmpq) else value}"
+    return f"undecided: z3 gave no answer within z3_seconds={LIMITS.z3_seconds} whether {what}"
+
+
+def counterexample(t: z3.ArithRef, *constraints, what: str) -> str | None:
+    """None if the constraints are unsatisfiable (the claim holds), else why not."""
+    return explain(solve(t, *constraints), what)
 
 
 def zero_outside(ff: FF, units: tuple[int, ...], lo: fmpq, hi: fmpq) -> str | None:
@@ -54,14 +74,14 @@ def zero_outside(ff: FF, units: tuple[int, ...], lo: fmpq, hi: fmpq) -> str | No
     if hi <= lo:
         return f"empty window ({lo}, {hi})"
     offsets = tuple((lo + ff.b[j]) / (hi - lo) for j in units)
-    return _zero_outside_unit(tuple(sorted(rows)), offsets)
+    return explain(_zero_outside_unit(tuple(sorted(rows)), offsets), "the group is non-zero outside its window",
+                   at=lambda s: lo + s * (hi - lo))
 
 
 @lru_cache(maxsize=4096)
-def _zero_outside_unit(rows: tuple[tuple[fmpq, ...], ...], offsets: tuple[fmpq, ...]) -> str | None:
+def _zero_outside_unit(rows: tuple[tuple[fmpq, ...], ...], offsets: tuple[fmpq, ...]) -> tuple[str, object]:
     """Σ_j row_j σ(s + offset_j) = 0 for every s ∉ (0, 1), for each row."""
     s = z3.Real("s")
     h = [z3.If(s + q(o) > 0, s + q(o), z3.RealVal(0)) for o in offsets]
     nonzero = [z3.Sum([q(c) * v for c, v in zip(row, h)]) != 0 for row in rows]
-    return counterexample(s, z3.Or(s <= 0, s >= 1), z3.Or(nonzero),
-                          what="the group is non-zero outside its window (t = lo + s·(hi − lo))")
+    return solve(s, z3.Or(s <= 0, s >= 1), z3.Or(nonzero))

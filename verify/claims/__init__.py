@@ -12,6 +12,7 @@ from flint import fmpq
 
 from tfcert.verify.errors import InputError
 from tfcert.verify.formats import Dataset, Model, array, integer, number
+from tfcert.verify.numbers import show
 
 
 @dataclass(frozen=True)
@@ -55,10 +56,28 @@ def token_ref(value: object, where: str, ctx: Context) -> tuple[int, int]:
     return j, i
 
 
+def token_refs(value: object, where: str, ctx: Context) -> frozenset[tuple[int, int]]:
+    """A list of distinct [sequence, token] references."""
+    refs = [token_ref(m, f"{where}[{i}]", ctx) for i, m in enumerate(array(value, where))]
+    if len(set(refs)) != len(refs):
+        raise InputError(f"{where}: a token is listed twice")
+    return frozenset(refs)
+
+
+def unit_list(value: object, where: str, width: int) -> tuple[int, ...]:
+    """A non-empty list of distinct unit indices of a layer of ``width`` units."""
+    units = tuple(integer(u, f"{where}[{i}]", 0, width - 1) for i, u in enumerate(array(value, where)))
+    if not units:
+        raise InputError(f"{where}: empty")
+    if len(set(units)) != len(units):
+        raise InputError(f"{where}: a unit is listed twice")
+    return units
+
+
 def optional_number(value: object, where: str) -> fmpq | None:
     return None if value is None else number(value, where)
 
 
 def stated(name: str, claimed: object, actual: object) -> str:
-    return f"{name}: stated {claimed}, recomputed {actual}"
+    return f"{name}: stated {show(claimed)}, recomputed {show(actual)}"
 

@@ -9,7 +9,7 @@ from flint import fmpq
 
 from tfcert.verify.errors import InputError
 from tfcert.verify.claims import Context, block_of, optional_number, stated
-from tfcert.verify.formats import array, integer
+from tfcert.verify.formats import array, fields, integer
 
 KIND = "argmax"
 LAYER = "sa"
@@ -24,6 +24,7 @@ class Claim:
 
 
 def parse(raw: dict, where: str, ctx: Context) -> Claim:
+    fields(raw, where, ("kind", "block", "tokens", "ties"))
     seqs = array(raw.get("tokens"), f"{where}.tokens")
     if len(seqs) != len(ctx.dataset.pairs):
         raise InputError(f"{where}.tokens: expected one list per sequence ({len(ctx.dataset.pairs)})")

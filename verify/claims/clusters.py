@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 from tfcert.verify.errors import InputError
 from tfcert.verify.claims import Context, block_of, stated
-from tfcert.verify.formats import array, integer
+from tfcert.verify.formats import array, fields, integer
 
 KIND = "clusters"
 LAYER = "sa"
@@ -19,6 +19,7 @@ class Claim:
 
 
 def parse(raw: dict, where: str, ctx: Context) -> Claim:
+    fields(raw, where, ("kind", "block", "distinct"))
     counts = array(raw.get("distinct"), f"{where}.distinct")
     if len(counts) != len(ctx.dataset.pairs):
         raise InputError(f"{where}.distinct: expected one count per sequence ({len(ctx.dataset.pairs)})")

@@ -9,7 +9,8 @@ from flint import fmpq
 
 from tfcert.verify.claims import Context
 from tfcert.verify.enclose import is_point, width
-from tfcert.verify.numbers import Vec, dot, sub
+from tfcert.verify.formats import fields
+from tfcert.verify.numbers import Vec, dot, show, sub
 
 KIND = "exact"
 LAYER = "end"
@@ -22,6 +23,7 @@ class Claim:
 
 
 def parse(raw: dict, where: str, ctx: Context) -> Claim:
+    fields(raw, where, ("kind",))
     return Claim()
 
 
@@ -38,8 +40,8 @@ def check(claim: Claim, ctx: Context, step) -> list[str]:
         loose = [i for i, x in enumerate(out) if not is_point(x)]
         if loose:
             failures.append(f"sequence {pair.index}: token {loose[0]} is not certified to a single point "
-                            f"(enclosure width {width(out[loose[0]])}; {len(loose)} such token(s))")
+                            f"(enclosure width {show(width(out[loose[0]]))}; {len(loose)} such token(s))")
         elif set(out) != set(pair.output):
             failures.append(f"sequence {pair.index}: output set differs from the target set "
-                            f"(squared Hausdorff distance {hausdorff_squared(out, pair.output)})")
+                            f"(squared Hausdorff distance {show(hausdorff_squared(out, pair.output))})")
     return failures

@@ -47,7 +47,7 @@ from tfcert.verify.claims import Context
 from tfcert.verify.enclose import PREC, Path, bounds, coordinate_range, is_point, projection_range
 from tfcert.verify.evaluate import Scores
 from tfcert.verify.floats import FORMATS, Format, round_nearest, up
-from tfcert.verify.formats import FF, SA, LowRank, Model, number
+from tfcert.verify.formats import FF, SA, LowRank, Model, fields, number
 from tfcert.verify.numbers import Vec, dot
 
 KIND = "float"
@@ -64,6 +64,7 @@ class Claim:
 
 
 def parse(raw: dict, where: str, context: Context) -> Claim:
+    fields(raw, where, ("kind", "format", "bound"))
     name = raw.get("format")
     if name not in FORMATS:
         raise InputError(f"{where}.format: expected one of {sorted(FORMATS)}, got {name!r}")

@@ -6,7 +6,8 @@ direction w shared by their U rows.
   its window, whatever the tokens are).
 * Replay: the tokens strictly inside the window before the layer are exactly
   ``moves``; every other token's projection is at least ``margin`` outside
-  the window; and after the layer every moved token is exactly ``to``.
+  the window; the named units alone (η x + their contribution) take every
+  moved token exactly to ``to``, and after the layer it is exactly there.
 """
 from __future__ import annotations
 
@@ -16,9 +17,10 @@ from dataclasses import dataclass
 from flint import fmpq
 
 from tfcert.verify.errors import InputError
-from tfcert.verify.claims import Context, block_of, stated, token_ref
-from tfcert.verify.formats import array, integer, number, vector
-from tfcert.verify.numbers import Vec
+from tfcert.verify.claims import Context, block_of, stated, token_refs, unit_list
+from tfcert.verify.evaluate import relu
+from tfcert.verify.formats import FF, array, fields, number, vector
+from tfcert.verify.numbers import Vec, add, dot, scale, show
 from tfcert.verify.regions import zero_outside
 
 KIND = "hat"
@@ -37,21 +39,26 @@ class Claim:
 
 
 def parse(raw: dict, where: str, ctx: Context) -> Claim:
+    fields(raw, where, ("kind", "block", "units", "window", "moves", "to"), ("margin",))
     block = block_of(raw, where, ctx)
-    width = ctx.model.blocks[block].ff.width
-    units = tuple(integer(u, f"{where}.units[{i}]", 0, width - 1)
-                  for i, u in enumerate(array(raw.get("units"), f"{where}.units")))
-    if not units:
-        raise InputError(f"{where}.units: empty")
+    units = unit_list(raw["units"], f"{where}.units", ctx.model.blocks[block].ff.width)
     window = array(raw.get("window"), f"{where}.window")
     if len(window) != 2:
         raise InputError(f"{where}.window: expected [lo, hi]")
-    moves = frozenset(token_ref(m, f"{where}.moves[{i}]", ctx)
-                      for i, m in enumerate(array(raw.get("moves"), f"{where}.moves")))
+    moves = token_refs(raw["moves"], f"{where}.moves", ctx)
     margin = raw.get("margin")
     return Claim(block, units, number(window[0], f"{where}.window[0]"), number(window[1], f"{where}.window[1]"),
                  moves, vector(raw.get("to"), ctx.model.d, f"{where}.to"),
                  None if margin is None else number(margin, f"{where}.margin"))
+
+
+def group(ff: FF, units: tuple[int, ...], x: Vec) -> Vec:
+    """η x plus the named units' contribution Σ_j W_j σ(U_j·x + b_j): where x
+    goes if no other unit acts on it."""
+    out = scale(ff.eta, x)
+    for j in units:
+        out = add(out, scale(relu(dot(ff.U[j], x) + ff.b[j]), tuple(row[j] for row in ff.W)))
+    return out
 
 
 def check(claim: Claim, ctx: Context, step) -> list[str]:
@@ -59,6 +66,8 @@ def check(claim: Claim, ctx: Context, step) -> list[str]:
     w = ff.U[claim.units[0]]
     if any(ff.U[j] != w for j in claim.units):
         return ["the group's U rows differ: not a hat on one direction"]
+    if not claim.lo < claim.hi:
+        return [f"empty window ({show(claim.lo)}, {show(claim.hi)})"]
     failures = []
     problem = zero_outside(ff, claim.units, claim.lo, claim.hi)
     if problem:
@@ -73,7 +82,9 @@ def check(claim: Claim, ctx: Context, step) -> list[str]:
     if margin != claim.margin:
         failures.append(stated("margin", claim.margin, margin))
     for j, i in sorted(claim.moves & inside):
+        if group(ff, claim.units, step.before[ctx.position[j]][i]) != claim.to:
+            failures.append(f"token [{j}, {i}]: the named units do not move it to the stated target")
         landed = step.after[ctx.position[j]][i]
         if landed != claim.to:
-            failures.append(f"token [{j}, {i}]: lands at {[str(v) for v in landed]}, not at the stated target")
+            failures.append(f"token [{j}, {i}]: lands at {[show(v) for v in landed]}, not at the stated target")
     return failures

@@ -9,8 +9,8 @@ from dataclasses import dataclass
 from flint import fmpq
 
 from tfcert.verify.claims import Context, block_of, optional_number, stated
-from tfcert.verify.formats import vector
-from tfcert.verify.numbers import Vec, dot
+from tfcert.verify.formats import fields, vector
+from tfcert.verify.numbers import Vec, dot, show
 
 KIND = "separation"
 LAYER = "sa"
@@ -24,6 +24,7 @@ class Claim:
 
 
 def parse(raw: dict, where: str, ctx: Context) -> Claim:
+    fields(raw, where, ("kind", "block", "direction"), ("min_gap",))
     return Claim(block_of(raw, where, ctx), vector(raw.get("direction"), ctx.model.d, f"{where}.direction"),
                  optional_number(raw.get("min_gap"), f"{where}.min_gap"))
 
@@ -38,7 +39,7 @@ def check(claim: Claim, ctx: Context, step) -> list[str]:
     gap = min_gap(claim.direction, step.after)
     failures = []
     if gap is not None and gap <= 0:
-        failures.append(f"two tokens share a projection (gap {gap}): not separated")
+        failures.append(f"two tokens share a projection (gap {show(gap)}): not separated")
     if gap != claim.min_gap:
         failures.append(stated("min_gap", claim.min_gap, gap))
     return failures

@@ -13,12 +13,14 @@ from dataclasses import dataclass
 
 from tfcert.verify.errors import InputError
 from tfcert.verify.claims import Context, stated
-from tfcert.verify.formats import Dataset, Model, integer, obj
+from tfcert.verify.formats import Dataset, Model, fields, integer
+from tfcert.verify.numbers import show
 
 KIND = "size"
 LAYER = None
 KEYS = ("blocks", "width", "parameters")
 
+THEOREM = {"hardmax": "1.6", "softmax": "1.8"}  # the theorem a model of each attention is measured against
 THEOREMS = {
     # theorem: (blocks bound as a function of (Σm, N), width bound)
     "1.6": (lambda sm, n: 2 * sm + 2 * n + 1, 4),  # hardmax
@@ -53,10 +55,11 @@ class Claim:
 
 
 def parse(raw: dict, where: str, ctx: Context) -> Claim:
+    fields(raw, where, ("kind", "theorem", "bounds", *KEYS, "d_sum_m", "within"))
     theorem = raw.get("theorem")
     if not isinstance(theorem, str) or theorem not in THEOREMS:
-        raise InputError(f"{where}.theorem: expected one of {sorted(THEOREMS)}, got {theorem!r}")
-    bounds = obj(raw.get("bounds"), f"{where}.bounds", KEYS)
+        raise InputError(f"{where}.theorem: expected one of {sorted(THEOREMS)}, got {show(repr(theorem))}")
+    bounds = fields(raw.get("bounds"), f"{where}.bounds", KEYS)
     for key in KEYS + ("d_sum_m",):
         integer(raw.get(key), f"{where}.{key}", 0, 10**18)
     for key in KEYS:
@@ -67,5 +70,9 @@ def parse(raw: dict, where: str, ctx: Context) -> Claim:
 
 
 def check(claim: Claim, ctx: Context, step) -> list[str]:
-    actual = measure(ctx.model, ctx.dataset, claim.stated["theorem"])
+    theorem = THEOREM[ctx.model.attention]
+    if claim.stated["theorem"] != theorem:
+        return [f"theorem {claim.stated['theorem']}: a {ctx.model.attention} model is measured against "
+                f"Theorem {theorem}"]
+    actual = measure(ctx.model, ctx.dataset, theorem)
     return [stated(key, claim.stated.get(key), actual[key]) for key in actual if claim.stated.get(key) != actual[key]]

@@ -17,10 +17,10 @@ import z3
 from flint import fmpq
 
 from tfcert.verify.errors import InputError
-from tfcert.verify.claims import Context, block_of, stated, token_ref
+from tfcert.verify.claims import Context, block_of, stated, token_refs, unit_list
 from tfcert.verify.enclose import coordinate_range, is_point
-from tfcert.verify.formats import FF, array, integer, number, vector
-from tfcert.verify.numbers import Vec, unit
+from tfcert.verify.formats import FF, fields, integer, number, vector
+from tfcert.verify.numbers import Vec, show, unit
 from tfcert.verify.regions import counterexample, hidden, q, zero_outside
 
 KIND = "snap"
@@ -46,14 +46,12 @@ class Claim:
 
 
 def parse(raw: dict, where: str, ctx: Context) -> Claim:
+    fields(raw, where, ("kind", "block", "units", "coordinate", "center", "radius", "reach", "moves", "to"))
     block = block_of(raw, where, ctx)
-    width = ctx.model.blocks[block].ff.width
-    units = tuple(integer(u, f"{where}.units[{i}]", 0, width - 1)
-                  for i, u in enumerate(array(raw.get("units"), f"{where}.units")))
-    if len(units) != 4 or len(set(units)) != 4:
+    units = unit_list(raw["units"], f"{where}.units", ctx.model.blocks[block].ff.width)
+    if len(units) != 4:
         raise InputError(f"{where}.units: a snap has 4 distinct units")
-    moves = frozenset(token_ref(m, f"{where}.moves[{i}]", ctx)
-                      for i, m in enumerate(array(raw.get("moves"), f"{where}.moves")))
+    moves = token_refs(raw["moves"], f"{where}.moves", ctx)
     return Claim(block, units, integer(raw.get("coordinate"), f"{where}.coordinate", 0, ctx.model.d - 1),
                  number(raw.get("center"), f"{where}.center"), number(raw.get("radius"), f"{where}.radius"),
                  number(raw.get("reach"), f"{where}.reach"), moves,
@@ -78,7 +76,7 @@ def check(claim: Claim, ctx: Context, step) -> list[str]:
     if any(ff.U[j] != axis for j in claim.units):
         return [f"the group's U rows are not e_{k + 1}: not a snap on coordinate {k + 1}"]
     if not 0 < claim.radius < claim.reach:
-        return [f"need 0 < radius < reach, got radius {claim.radius}, reach {claim.reach}"]
+        return [f"need 0 < radius < reach, got radius {show(claim.radius)}, reach {show(claim.reach)}"]
     failures = []
     actual = sorted(-ff.b[j] for j in claim.units)
     if actual != claim.breakpoints:
@@ -96,7 +94,7 @@ def check(claim: Claim, ctx: Context, step) -> list[str]:
             on_axis = all(coordinate_range(x, i) == (0, 0) for i in range(ctx.model.d) if i != k)
             if ctx.ref(g) in claim.moves and not (on_axis and claim.center - claim.radius <= a
                                                   and b <= claim.center + claim.radius):
-                failures.append(f"token {list(ctx.ref(g))}: enclosure [{a}, {b}] on coordinate {k + 1} "
+                failures.append(f"token {list(ctx.ref(g))}: enclosure [{show(a)}, {show(b)}] on coordinate {k + 1} "
                                 f"is not on the axis inside the plateau")
     if inside != claim.moves:
         failures.append(stated("moves", sorted(claim.moves), sorted(inside)))

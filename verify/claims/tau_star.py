@@ -10,7 +10,11 @@ the enclosures μ_S ± B_i(τ*) — covers every τ ≤ τ* at once, and the fin
 of exp turned into rationals:
 
 * τ* equals the model's temperature and the certificate's top-level "tau_star";
-* max_i B_i(τ*) ≤ noise_bound ≤ radius (the snap radius);
+* 0 < radius ≤ the least radius of the certificate's snap claims (each
+  checked against the model's biases), so τ* speaks about the model's own
+  snaps (a snap's centre may sit a little off its code: the construction
+  states the radius left around the codes, which is smaller);
+* max_i B_i(τ*) ≤ noise_bound ≤ radius;
 * τ* is the largest such τ up to ``step`` ≤ τ*/2^16: max_i B_i(τ* + step) > radius
   (``step`` null: no token has any noise, so every τ works);
 * ``closed_form`` (null when unconstrained) is a weaker τ of the same kind,
@@ -24,8 +28,10 @@ from dataclasses import dataclass
 
 from flint import ctx, fmpq
 
+from tfcert.verify.errors import InputError
 from tfcert.verify.claims import Context, block_of, optional_number, stated
-from tfcert.verify.formats import number
+from tfcert.verify.formats import fields, number
+from tfcert.verify.numbers import show
 from tfcert.verify.enclose import PREC, ball, bounds, noise_bound, rank_one
 from tfcert.verify.evaluate import is_zero_matrix
 
@@ -46,6 +52,9 @@ class Claim:
 
 
 def parse(raw: dict, where: str, context: Context) -> Claim:
+    fields(raw, where, ("kind", "block", "tau_star", "radius", "noise_bound"), ("step", "closed_form", "reason"))
+    if not isinstance(raw.get("reason", ""), str):
+        raise InputError(f"{where}.reason: expected a string")
     return Claim(block_of(raw, where, context), number(raw.get("tau_star"), f"{where}.tau_star"),
                  number(raw.get("radius"), f"{where}.radius"), number(raw.get("noise_bound"), f"{where}.noise_bound"),
                  optional_number(raw.get("step"), f"{where}.step"),
@@ -83,8 +92,16 @@ def _static(claim: Claim, context: Context) -> list[str]:
         return ["the model is not a softmax model"]
     if model.temperature != claim.tau_star:
         failures.append(stated("tau_star (the model's temperature)", claim.tau_star, model.temperature))
-    if str(top.get("tau_star")) != str(claim.tau_star):
-        failures.append(stated("tau_star (the certificate's top-level field)", claim.tau_star, top.get("tau_star")))
+    if "tau_star" not in top:
+        failures.append("the certificate has no top-level tau_star")
+    elif number(top["tau_star"], "$.tau_star") != claim.tau_star:  # read once already by check.py
+        failures.append(f"the certificate's top-level tau_star {show(top['tau_star'])} differs from the "
+                        f"claim's {show(claim.tau_star)}")
+    radii = [number(c["radius"], "radius") for p in top["phases"] for c in p["claims"] if c["kind"] == "snap"]
+    if not radii:
+        failures.append("the certificate has no snap claim: the radius is not tied to the model")
+    elif not 0 < claim.radius <= min(radii):
+        failures.append(f"radius {show(claim.radius)} is not in (0, the least snap radius {show(min(radii))}]")
     for k, block in enumerate(model.blocks):
         sa = block.sa
         free = is_zero_matrix(sa.A, model.d) or (sa.rho == 1 and is_zero_matrix(sa.V, model.d))
@@ -103,14 +120,15 @@ def check(claim: Claim, context: Context, step) -> list[str]:
         return [f"block {claim.block}: the attention was not enclosed by its noise bound over (0, tau_star]"]
     worst = max_bound(step.noise, claim.tau_star, 1)
     if not worst <= claim.noise_bound <= claim.radius:
-        failures.append(f"need max noise bound {worst} ≤ noise_bound {claim.noise_bound} ≤ radius {claim.radius}")
+        failures.append(f"need max noise bound {show(worst)} ≤ noise_bound {show(claim.noise_bound)} ≤ radius "
+                        f"{show(claim.radius)}")
     if claim.step is None:
         if any(n.terms for seq in step.noise for n in seq):
             failures.append("step is null but some token has noise")
     elif not 0 < claim.step <= claim.tau_star / RESOLUTION:
-        failures.append(f"step {claim.step} is not in (0, tau_star/{RESOLUTION}]")
+        failures.append(f"step {show(claim.step)} is not in (0, tau_star/{RESOLUTION}]")
     elif not max_bound(step.noise, claim.tau_star + claim.step, 0) > claim.radius:
-        failures.append(f"tau_star + step = {claim.tau_star + claim.step} also keeps the noise within the "
+        failures.append(f"tau_star + step = {show(claim.tau_star + claim.step)} also keeps the noise within the "
                         f"radius: tau_star is not the largest to within step")
     tokens = constrained(step.noise, [len(p.input) for p in context.dataset.pairs], claim.radius)
     if claim.closed_form is None:
@@ -118,5 +136,5 @@ def check(claim: Claim, context: Context, step) -> list[str]:
             failures.append("closed_form is null but some token constrains it")
     elif not (claim.step is not None and 0 < claim.closed_form < claim.tau_star + claim.step
               and closed_form_ok(tokens, claim.closed_form, claim.radius)):
-        failures.append(f"closed_form {claim.closed_form} is not a valid bound below tau_star + step")
+        failures.append(f"closed_form {show(claim.closed_form)} is not a valid bound below tau_star + step")
     return failures

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 from tfcert.verify.claims import Context, block_of
 from tfcert.verify.evaluate import is_zero_matrix
+from tfcert.verify.formats import fields
 
 KIND = "uniform_attention"
 LAYER = None
@@ -18,6 +19,7 @@ class Claim:
 
 
 def parse(raw: dict, where: str, ctx: Context) -> Claim:
+    fields(raw, where, ("kind", "block"))
     return Claim(block_of(raw, where, ctx))
 
 
