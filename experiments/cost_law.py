@@ -15,12 +15,11 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from fractions import Fraction
 from itertools import groupby
 
 from tfcert.experiments.bank import Member, Shape
 from tfcert.experiments.jobs import Job, TaskSpec
-from tfcert.experiments.report import Result, Series, Spread, Table
+from tfcert.experiments.report import Result, Series, Spread, Table, steps_text
 from tfcert.experiments.train import TrainConfig
 
 NAME = "cost-law"
@@ -128,7 +127,8 @@ def summarise(records: list[dict], quick: bool, device: str) -> Result:
                       f"{points[0][1].mean:.1e} .. {points[-1][1].mean:.1e}",
                       "-" if agrees is None else "yes" if agrees else "no"))
         series.append(Series(f"{name} (e={e})", tuple((n, s) for n, s, _ in points)))
-    table = Table("NMSE against parameter count N (MLP width sweep; slope: least squares on geometric means; "
+    table = Table(f"{steps_text(records)} steps; NMSE against parameter count N (MLP width sweep; "
+                  "slope: least squares on geometric means; "
                   "per-seed range in brackets)",
                   ("series", "InfoFlow e", "predicted slope -2/e", "fitted slope", "N", "NMSE at least..most N",
                    "agrees"), tuple(lines))

@@ -16,7 +16,7 @@ from itertools import groupby
 
 from tfcert.experiments.bank import Member, Shape
 from tfcert.experiments.jobs import Job, TaskSpec
-from tfcert.experiments.report import Result, Series, Spread, Table
+from tfcert.experiments.report import Result, Series, Spread, Table, steps_text
 from tfcert.experiments.train import TrainConfig
 
 NAME = "depth"
@@ -97,21 +97,25 @@ def summarise(records: list[dict], quick: bool, device: str) -> Result:
             ratio = one.mean / two.mean
             separated = ratio >= RATIO if e1 > 0 else None
             ok &= separated is not False
-            rows.append({"E": E, "size": size, "T": T, "parameters": {"1": params[E, size, T, 1], "2": params[E, size, T, 2]},
+            rows.append({"E": E, "size": size, "T": T,
+                         "parameters": {"1": params[E, size, T, 1], "2": params[E, size, T, 2]},
                          "nmse": {"1": one.to_json(), "2": two.to_json()}, "exponent": {"1": str(e1), "2": str(e2)},
                          "ratio": ratio, "separated": separated})
             lines.append((f"{size}", str(T), f"{params[E, size, T, 1]} / {params[E, size, T, 2]}", one.text(),
-                          two.text(), f"{ratio:.1f}", f"{e1} / {e2}", "-" if separated is None else "yes" if separated else "no"))
+                          two.text(), f"{ratio:.1f}", f"{e1} / {e2}",
+                          "-" if separated is None else "yes" if separated else "no"))
         flat2 = cells[E, size, lengths[-1], 2].mean <= RATIO * cells[E, size, lengths[0], 2].mean
         grows1 = cells[E, size, lengths[-1], 1].mean >= RATIO * cells[E, size, lengths[0], 1].mean
         agrees = ok and flat2 and grows1 if len(lengths) > 1 else None
         rows.append({"E": E, "size": size, "two_layer_flat": flat2, "one_layer_grows": grows1, "agrees": agrees})
         verdicts.append(f"size {size} (E={E}): {'-' if agrees is None else 'agrees' if agrees else 'does not agree'} "
-                        f"(two layers flat in T: {'yes' if flat2 else 'no'}; one layer grows: {'yes' if grows1 else 'no'})")
+                        f"(two layers flat in T: {'yes' if flat2 else 'no'}; "
+                        f"one layer grows: {'yes' if grows1 else 'no'})")
         for layers in (1, 2):
             series.append(Series(f"{layers} layer{'s' if layers > 1 else ''}, size {size}, E={E}",
                                  tuple((T, cells[E, size, T, layers]) for T in lengths)))
-    table = Table("pairwise-min, one layer vs two at equal parameter count (geometric mean over seeds, least–greatest)",
+    table = Table(f"{steps_text(records)} steps; pairwise-min, one layer vs two at equal parameter count "
+                  "(geometric mean over seeds, least–greatest)",
                   ("two-layer MLP width", "T", "parameters 1L / 2L", "NMSE 1 layer", "NMSE 2 layers",
                    "1L/2L", "InfoFlow e 1L / 2L", "separated"), tuple(lines))
     return Result(NAME, quick, device, CLAIM, CRITERION, QUICK_SCOPE if quick else FULL_SCOPE,

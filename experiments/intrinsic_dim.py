@@ -18,7 +18,7 @@ from itertools import groupby
 
 from tfcert.experiments.bank import Member, Shape
 from tfcert.experiments.jobs import Job, TaskSpec
-from tfcert.experiments.report import Result, Series, Spread, Table
+from tfcert.experiments.report import Result, Series, Spread, Table, steps_text
 from tfcert.experiments.targets import INTRINSIC_D_IN
 from tfcert.experiments.train import TrainConfig
 
@@ -108,7 +108,8 @@ QUICK_SCOPE = ("one seed, D = 2, T = 8, 2000 steps of a small model: enough to s
                "other D, T-independence or the spread over seeds; the full grid does (docs/results/)")
 FULL_SCOPE = ("three seeds per configuration, D = 2..6, T = 8, 16, 32, four head patterns, two MLPs, and "
               "one-knob ablations at D = 4, T = 16; a finite training budget, so a model that has not "
-              "converged can hide a separation or fake one — the NMSE curves in the JSON show whether it was still falling")
+              "converged can hide a separation or fake one — the NMSE curves in the JSON show whether it "
+              "was still falling")
 
 
 def jobs(quick: bool, seed: int) -> list[Job]:
@@ -136,6 +137,7 @@ def summarise(records: list[dict], quick: bool, device: str) -> Result:
         cells[key] = Spread.of(r["nmse"] for r in rs)
         E_of[key[0]] = rs[0]["shape"]["E"]
     variants = list(dict.fromkeys(k[0] for k in cells))
+    steps = {v: steps_text(r for r in records if r["variant"] == v) for v in variants}
     grid_variants = [v for v in variants if not any(r["ablation"] for r in records if r["variant"] == v)]
     rows, tables, series, verdicts = [], [], [], []
     for v in grid_variants:
@@ -162,7 +164,8 @@ def summarise(records: list[dict], quick: bool, device: str) -> Result:
                 agrees = separated_all and bool(t_independent) if last and t_independent is not None else None
                 if agrees is not None:
                     agreeing.append((D, agrees))
-                rows.append({"variant": v, "D": D, "T": T, "nmse": {p: s.to_json() for p, s in here.items()},
+                rows.append({"variant": v, "D": D, "T": T, "steps": steps[v],
+                             "nmse": {p: s.to_json() for p, s in here.items()},
                              "ratio": ratio, "separated": separated,
                              "dd_growth_over_T": growth if last else None,
                              "t_independent": t_independent if last else None, "agrees": agrees,
@@ -170,10 +173,12 @@ def summarise(records: list[dict], quick: bool, device: str) -> Result:
                 lines.append((str(D), str(T), *(here[p].text() for p in patterns),
                                "-" if ratio is None else f"{ratio:.1f}",
                                "yes" if separated else "no",
-                               f"{growth:.1f}x {'yes' if t_independent else 'no'}" if last and t_independent is not None else "",
+                               f"{growth:.1f}x {'yes' if t_independent else 'no'}"
+                               if last and t_independent is not None else "",
                                "" if agrees is None else ("yes" if agrees else "no"),
                                "only " + " ".join(f"({p})" for p in efficient) if efficient else "none"))
-        tables.append(Table(f"{v}: held-out NMSE, geometric mean over seeds (least–greatest); {SEED}",
+        tables.append(Table(f"{v}, {steps[v]} steps: held-out NMSE, geometric mean over seeds "
+                            f"(least–greatest); {SEED}",
                             ("D", "T", *(f"({p})" for p in patterns), "fewer/(D,D)", "separated",
                              "(D,D) growth, T-indep.", "D agrees", "InfoFlow: efficient"), tuple(lines)))
         if agreeing:
@@ -194,12 +199,15 @@ def summarise(records: list[dict], quick: bool, device: str) -> Result:
             dd, fewer = cells[v, D, T, "D,D"], cells[v, D, T, "D-1,D"]
             ratio = fewer.mean / dd.mean
             separated = ratio >= RATIO and dd.hi < fewer.lo
-            rows.append({"variant": v, "D": D, "T": T, "ablation": True,
+            rows.append({"variant": v, "D": D, "T": T, "ablation": True, "steps": steps[v],
                          "nmse": {"D,D": dd.to_json(), "D-1,D": fewer.to_json()},
                          "ratio": ratio, "separated": separated})
-            lines.append((v, str(D), str(T), dd.text(), fewer.text(), f"{ratio:.1f}", "yes" if separated else "no"))
-        tables.append(Table("ablations: one knob at a time at D = 4, T = 16 (geometric mean over seeds, least–greatest)",
-                            ("variant", "D", "T", "(D,D)", "(D-1,D)", "(D-1,D)/(D,D)", "separated"), tuple(lines)))
+            lines.append((v, steps[v], str(D), str(T), dd.text(), fewer.text(), f"{ratio:.1f}",
+                          "yes" if separated else "no"))
+        tables.append(Table("ablations: one knob at a time at D = 4, T = 16 "
+                            "(geometric mean over seeds, least–greatest)",
+                            ("variant", "steps", "D", "T", "(D,D)", "(D-1,D)", "(D-1,D)/(D,D)", "separated"),
+                            tuple(lines)))
     return Result(NAME, quick, device, CLAIM, CRITERION, QUICK_SCOPE if quick else FULL_SCOPE,
                   "; ".join(verdicts), tuple(tables), tuple(rows), "D",
                   tuple(s for s in series if s.points), tuple(records))

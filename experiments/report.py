@@ -43,6 +43,14 @@ class Spread:
         return {"geomean": self.mean, "min": self.lo, "max": self.hi, "seeds": list(self.values)}
 
 
+def steps_text(records) -> str:
+    """The training steps the records ran (a deadline may have cut them), e.g. "3701" or "723–846"."""
+    values = sorted({r["steps"] for r in records if "steps" in r})
+    if not values:
+        return "?"
+    return str(values[0]) if len(values) == 1 else f"{values[0]}–{values[-1]}"
+
+
 @dataclass(frozen=True)
 class Table:
     title: str
@@ -85,7 +93,7 @@ class Result:
 
     def to_json(self, files: dict[str, str], meta: dict | None = None) -> dict:
         return {"experiment": self.experiment, "quick": self.quick, "device": self.device,
-                **(meta or {}), "claim": self.claim, "criterion": self.criterion,
+                **{k: v for k, v in (meta or {}).items() if k != "device"}, "claim": self.claim, "criterion": self.criterion,
                 "scope": self.scope, "verdict": self.verdict, "rows": list(self.rows),
                 "records": list(self.records), "files": files}
 

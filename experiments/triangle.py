@@ -13,7 +13,7 @@ from itertools import groupby
 
 from tfcert.experiments.bank import Member, Shape
 from tfcert.experiments.jobs import Job, TaskSpec
-from tfcert.experiments.report import Result, Series, Spread, Table
+from tfcert.experiments.report import Result, Series, Spread, Table, steps_text
 from tfcert.experiments.targets import TRIANGLE_D_IN
 from tfcert.experiments.train import TrainConfig
 
@@ -83,7 +83,8 @@ def summarise(records: list[dict], quick: bool, device: str) -> Result:
         verdicts.append(f"{model}: {'-' if agrees is None else 'agrees' if agrees else 'does not agree'} "
                         f"(rising: {'yes' if rising else 'no'}, NMSE {means[-1]:.2f} at T={lengths[-1]})")
         series.append(Series(model, tuple((T, cells[model, T]) for T in lengths)))
-    table = Table("triangle centre: held-out NMSE (geometric mean over seeds, least–greatest)",
+    table = Table(f"{steps_text(records)} steps; triangle centre: held-out NMSE "
+                  "(geometric mean over seeds, least–greatest)",
                   ("model", "T", "NMSE", "InfoFlow prediction"), tuple(lines))
     return Result(NAME, quick, device, CLAIM, CRITERION, QUICK_SCOPE if quick else FULL_SCOPE,
                   "; ".join(verdicts), (table,), tuple(rows), "T", tuple(series), tuple(records))
