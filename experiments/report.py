@@ -134,6 +134,9 @@ def plot(result: Result, path: Path) -> None:
     ax.set_yscale("log")
     if result.log_x:
         ax.set_xscale("log")
+    else:
+        from matplotlib.ticker import MaxNLocator
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax.set_xlabel(result.x_label)
     ax.set_ylabel("held-out NMSE")
     ax.set_title(f"{result.experiment}{' (quick)' if result.quick else ''}")

@@ -2,8 +2,10 @@
 
     python -m tfcert.experiments.sweep --out DIR --device cuda --budget 400 [--only NAME …] [--tiny]
 
-Each job (one bank of models, jobs.py) runs in its own process (``--worker I``): many tiny
-models are launch-bound, so parallel processes keep one GPU busy. Every process gets the same
+Each job (one bank of models, jobs.py) runs in its own process (``--worker I``), at most
+``--processes`` at once. Measured on one H200 (docs/experiments.md): 16 processes time-slicing
+the GPU ran the largest banks at 0.2–0.3 s a step — each step is hundreds of small kernels, and
+the contexts take turns — so give the big banks the GPU to themselves or few neighbours. Every process gets the same
 wall-clock deadline (``--budget`` seconds from the start, less a margin) and cuts its step count
 to meet it (train.py; the records say how many steps ran). The parent merges what the workers
 have written, every few seconds and at the end, into DIR/records.jsonl — a ``{"sweep": …}``
