@@ -57,13 +57,24 @@ def hardware(torch, device) -> str:
     return f"{platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, torch {torch.__version__}"
 
 
+META = ("commit", "hardware", "wall_seconds", "budget_seconds", "jobs", "runner")
+
+
 def read_records(path: str) -> tuple[list[dict], dict]:
-    """A sweep's records file: JSON lines, records plus at most one ``{"sweep": …}`` line."""
+    """A sweep's records file (JSON lines: records plus at most one ``{"sweep": …}`` header), or
+    a result document this command wrote (its ``records`` and provenance)."""
     records, meta = [], {}
     try:
-        lines = Path(path).read_text().splitlines()
+        text = Path(path).read_text()
     except OSError as exc:
         raise InputError(f"--from: cannot read {path}: {exc.strerror or exc}") from None
+    try:
+        doc = json.loads(text)
+    except json.JSONDecodeError:
+        doc = None
+    if isinstance(doc, dict) and isinstance(doc.get("records"), list):
+        return doc["records"], {k: doc[k] for k in META if k in doc}
+    lines = text.splitlines()
     for n, line in enumerate(lines, 1):
         if not line.strip():
             continue
@@ -135,5 +146,6 @@ def register(sub) -> None:
         q.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
         q.add_argument("--from", dest="from_file", metavar="RECORDS",
                        help="summarise the records of an earlier run (JSON lines from "
-                            "python -m tfcert.experiments.sweep) instead of training")
+                            "python -m tfcert.experiments.sweep, or a JSON document this command wrote) "
+                            "instead of training")
         q.set_defaults(func=_run)

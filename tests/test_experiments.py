@@ -286,6 +286,11 @@ def test_from_records_file(torch, capsys, tmp_path):
     doc = json.loads(capsys.readouterr().out)
     assert doc["commit"] == "c" * 40 and doc["hardware"] == "a test machine" and doc["device"] == "a test machine"
     assert len(doc["records"]) == 24 and doc["quick"] is False
+    again = tmp_path / "again"  # a written document is itself a valid --from input
+    assert main(["experiment", "intrinsic-dim", "--from", str(tmp_path / "intrinsic-dim.json"),
+                 "--out", str(again), "--json"]) == 0
+    redo = json.loads(capsys.readouterr().out)
+    assert redo["rows"] == doc["rows"] and redo["commit"] == doc["commit"] and redo["hardware"] == doc["hardware"]
     assert main(["experiment", "depth", "--from", str(path), "--out", str(tmp_path)]) == 2
     assert _error_lines(capsys.readouterr().err) == [f"error: --from: {path} holds no depth records"]
     path.write_text("{}\n")
