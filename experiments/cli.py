@@ -1,22 +1,39 @@
-"""``tfcert experiment intrinsic-dim | triangle``: train small transformers and print the
-measured NMSE beside InfoFlow's prediction.
+"""``tfcert experiment intrinsic-dim | cost-law | depth | triangle``: train small transformers
+and print the measured NMSE beside InfoFlow's prediction, the agreement criterion and a verdict.
 
 Importing this module must not import torch (the main CLI imports it on every start): torch is
-imported inside the command, and its absence is one ``error:`` line (exit 2).
+imported inside the command, and its absence is one ``error:`` line (exit 2). ``--from FILE``
+summarises the records of an earlier run (a ``sweep.py`` output) instead of training.
 """
 from __future__ import annotations
 
 import argparse
 import os
+import platform
+import subprocess
+import sys
+import time
 from importlib import import_module
 from pathlib import Path
 
 from tfcert.errors import InputError
 
-MODULES = {"intrinsic-dim": "intrinsic_dim", "triangle": "triangle"}
+MODULES = {"intrinsic-dim": "intrinsic_dim", "cost-law": "cost_law", "depth": "depth", "triangle": "triangle"}
+HELP = {"intrinsic-dim": "heads per layer against a target of D pairwise comparisons (D = 2..6)",
+        "cost-law": "NMSE against parameter count over MLP widths, beside InfoFlow's exponent",
+        "depth": "one layer against two at equal parameter count on pairwise-min, growing T",
+        "triangle": "NMSE against T on the triangle-centre target"}
 NEED_TORCH = "the experiments need PyTorch: pip install torch==2.13.0 (the CPU build; any torch >= 2.1 works)"
 
 
+
+
+def _log(line: str) -> None:
+    """Training progress on stderr — only on a terminal, and not with --quiet."""
+    from tfcert.progress import enabled
+
+    if enabled():
+        print(line, file=sys.stderr, flush=True)
 
 
 def _device(torch, name: str):
@@ -29,6 +46,56 @@ def _device(torch, name: str):
     return torch.device(name)
 
 
+def commit() -> str | None:
+    """The git commit of this source tree, if it is a checkout."""
+    try:
+        out = subprocess.run(["git", "rev-parse", "HEAD"], cwd=Path(__file__).parent, capture_output=True,
+                             text=True, timeout=10)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return out.stdout.strip() or None
+
+
+def hardware(torch, device) -> str:
+    if str(device).startswith("cuda"):
+        return f"{torch.cuda.get_device_name(device)}, torch {torch.__version__}"
+    return f"{platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, torch {torch.__version__}"
+
+
+META = ("commit", "hardware", "wall_seconds", "budget_seconds", "jobs", "runner")
+
+
+def read_records(path: str) -> tuple[list[dict], dict]:
+    """A sweep's records file (JSON lines: records plus at most one ``{"sweep": …}`` header), or
+    a result document this command wrote (its ``records`` and provenance)."""
+    records, meta = [], {}
+    try:
+        text = Path(path).read_text()
+    except OSError as exc:
+        raise InputError(f"--from: cannot read {path}: {exc.strerror or exc}") from None
+    try:
+        doc = json.loads(text)
+    except json.JSONDecodeError:
+        doc = None
+    if isinstance(doc, dict) and isinstance(doc.get("records"), list):
+        return doc["records"], {k: doc[k] for k in META if k in doc}
+    lines = text.splitlines()
+    for n, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            obj = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise InputError(f"--from: {path}: line {n}: not JSON ({exc.msg})") from None
+        if isinstance(obj, dict) and "sweep" in obj:
+            meta = obj["sweep"]
+        elif isinstance(obj, dict) and "experiment" in obj and "nmse" in obj:
+            records.append(obj)
+        else:
+            raise InputError(f"--from: {path}: line {n}: neither a record nor a sweep header")
+    return records, meta
+
+
 def _run(args: argparse.Namespace) -> int:
     if args.seed < 0:
         raise InputError(f"--seed: must be an integer >= 0, got {args.seed}")
@@ -36,19 +103,36 @@ def _run(args: argparse.Namespace) -> int:
         import torch
     except ImportError:
         raise InputError(NEED_TORCH) from None
-    from tfcert.experiments.report import table, write
-    from tfcert.progress import Status
+    from tfcert.experiments.report import check_writable, text, write
     from tfcert.report import json_text
 
-    device = _device(torch, args.device)
     module = import_module(f"tfcert.experiments.{MODULES[args.experiment]}")
-    with Status("experiment") as status:  # training progress: one redrawn line on a terminal
-        result = module.run(module.QUICK if args.quick else module.FULL, args.seed, device, status.line)
-    doc = write(result, Path(args.out), "D" if args.experiment == "intrinsic-dim" else "T", module.series)
+    out = Path(args.out)
+    start = time.perf_counter()
+    if args.from_file:
+        records, meta = read_records(args.from_file)
+        records = [r for r in records if r["experiment"] == module.NAME and r.get("quick", False) == args.quick]
+        if not records:
+            raise InputError(f"--from: {args.from_file} holds no {'quick ' if args.quick else ''}"
+                             f"{module.NAME} records")
+        check_writable(out)
+        device = meta.get("hardware") or records[0].get("device", "unknown device")
+    else:
+        from tfcert.experiments import jobs
+
+        dev = _device(torch, args.device)
+        check_writable(out)  # before anything is trained
+        records = []
+        for job in module.jobs(args.quick, args.seed):
+            records += [{**r, "quick": args.quick} for r in jobs.run_job(job, dev, _log)]
+        device = hardware(torch, dev)
+        meta = {"commit": commit(), "hardware": device, "wall_seconds": round(time.perf_counter() - start, 1)}
+    result = module.summarise(records, args.quick, device)
+    doc = write(result, out, meta)
     if args.json:
         print(json_text(doc))
     else:
-        print(table(result))
+        print(text(result))
         print(f"\nwrote {doc['files']['png']} and {doc['files']['json']}")
     return 0
 
@@ -56,13 +140,18 @@ def _run(args: argparse.Namespace) -> int:
 def register(sub) -> None:
     p = sub.add_parser("experiment", help="train small transformers to test InfoFlow's predictions")
     kinds = p.add_subparsers(dest="experiment", required=True)
-    for name, help_text in (("intrinsic-dim", "(D, D) heads against (D-1, D) on a target of intrinsic dimension D"),
-                            ("triangle", "NMSE against T on the triangle-centre target")):
+    for name, help_text in HELP.items():
         q = kinds.add_parser(name, help=help_text)
-        q.add_argument("--quick", action="store_true", help="a small grid that runs in about a minute on 2 CPU cores")
+        q.add_argument("--quick", action="store_true",
+                       help="a small case that runs in well under a minute on a CPU (CI); says what it cannot show")
         q.add_argument("--out", default="tfcert-experiments", metavar="DIR",
                        help=f"where {name}.png and {name}.json go (default tfcert-experiments)")
         q.add_argument("--json", action="store_true", help="print one JSON document on stdout")
-        q.add_argument("--seed", type=int, default=0, help="seed of initialisation and data (default 0)")
+        q.add_argument("--seed", type=int, default=0,
+                       help="seed of initialisation and data; the full grids use seeds S, S+1, S+2 (default 0)")
         q.add_argument("--device", choices=["cpu", "cuda"], default="cpu", help="where to train (default cpu)")
+        q.add_argument("--from", dest="from_file", metavar="RECORDS",
+                       help="summarise the records of an earlier run (JSON lines from "
+                            "python -m tfcert.experiments.sweep, or a JSON document this command wrote) "
+                            "instead of training")
         q.set_defaults(func=_run)

@@ -1,9 +1,12 @@
-"""``tfcert experiment``: the quick modes end to end, the targets against brute force,
-determinism, and the missing-torch path (which needs no torch)."""
+"""``tfcert experiment``: the quick modes end to end, the bank of models against its contract
+(masked parts are inert, the parameter count is honest, members do not interact), the targets
+against brute force, the verdict logic on hand-made records, ``--from``, the sweep runner, and
+the error paths (the missing-torch one needs no torch)."""
 from __future__ import annotations
 
 import itertools
 import json
+import math
 import subprocess
 import sys
 
@@ -12,6 +15,7 @@ import pytest
 from tfcert.main import main
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+EXPERIMENTS = ("intrinsic-dim", "cost-law", "depth", "triangle")
 
 
 @pytest.fixture
@@ -23,9 +27,11 @@ def _error_lines(err: str) -> list[str]:
     return [line for line in err.splitlines() if line.strip()]
 
 
+# --- error paths -------------------------------------------------------------------------------
+
 def test_missing_torch_is_one_error_line(monkeypatch, capsys, tmp_path):
     monkeypatch.setitem(sys.modules, "torch", None)  # `import torch` now raises ImportError
-    for name in ("intrinsic-dim", "triangle"):
+    for name in EXPERIMENTS:
         assert main(["experiment", name, "--quick", "--out", str(tmp_path)]) == 2
         out, err = capsys.readouterr()
         assert out == ""
@@ -54,91 +60,252 @@ def test_cuda_without_gpu_is_an_input_error(torch, capsys, tmp_path):
     assert _error_lines(capsys.readouterr().err)[0].startswith("error: --device: CUDA is not available")
 
 
-def test_unwritable_out_is_an_input_error(torch, capsys, tmp_path, monkeypatch):
-    from tfcert.experiments import triangle
-    from tfcert.experiments.train import TrainConfig
+@pytest.mark.parametrize("name", EXPERIMENTS)
+def test_unwritable_out_fails_before_training(torch, capsys, tmp_path, monkeypatch, name):
+    from tfcert.experiments import jobs
 
-    tiny = triangle.Grid((3,), (((1, 1), 8),), TrainConfig(2, 8, 1e-3, 16, 0), quick=True)
-    monkeypatch.setattr(triangle, "QUICK", tiny)
+    def trains(*_):
+        raise AssertionError("trained before checking --out")
+    monkeypatch.setattr(jobs, "run_job", trains)
     blocker = tmp_path / "file"
     blocker.write_text("")
-    assert main(["experiment", "triangle", "--quick", "--out", str(blocker / "sub")]) == 2
-    assert _error_lines(capsys.readouterr().err)[-1].startswith("error: --out: cannot write")
+    assert main(["experiment", name, "--quick", "--out", str(blocker / "sub")]) == 2
+    out, err = capsys.readouterr()
+    assert out == ""
+    lines = _error_lines(err)
+    assert len(lines) == 1 and lines[0].startswith(f"error: --out: cannot write {blocker / 'sub'}")
 
 
-@pytest.mark.parametrize("name", ["intrinsic-dim", "triangle"])
+# --- quick modes -------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("name", EXPERIMENTS)
 def test_quick_mode_end_to_end(torch, capsys, tmp_path, name):
     assert main(["experiment", name, "--quick", "--json", "--out", str(tmp_path)]) == 0
     out, err = capsys.readouterr()
     doc = json.loads(out)
     assert "step" not in err  # training progress is drawn only on a terminal
-    assert doc["experiment"] == name and doc["quick"] is True and doc["seed"] == 0
-    assert doc["rows"]
-    for row in doc["rows"]:
-        assert {"config", "T", "nmse", "prediction", "agrees", "label"} <= set(row)
-        assert row["nmse"] >= 0 and row["nmse"] == row["nmse"] and row["nmse"] != float("inf")
-        assert isinstance(row["prediction"]["efficient"], bool) and row["prediction"]["text"]
+    assert doc["experiment"] == name and doc["quick"] is True
+    assert doc["claim"] and doc["criterion"] and doc["verdict"]
+    assert "not" in doc["scope"]  # every quick mode says what it cannot show
+    assert doc["commit"] is None or len(doc["commit"]) == 40
+    assert doc["hardware"] and doc["wall_seconds"] > 0
+    assert doc["rows"] and doc["records"]
+    for r in doc["records"]:
+        assert r["nmse"] >= 0 and math.isfinite(r["nmse"]) and r["steps"] > 0 and r["parameters"] > 0
+        assert r["curve"][-1] == [r["steps"], r["nmse"]]
     if name == "intrinsic-dim":
-        for row in doc["rows"]:
-            D, heads = row["config"]["D"], row["config"]["heads"]
-            assert row["prediction"]["min_heads"] == [D, D]
-            assert row["prediction"]["efficient"] is (heads == [D, D])
-    else:
-        assert not any(row["prediction"]["efficient"] for row in doc["rows"])
+        row = doc["rows"][0]
+        assert set(row["nmse"]) == {"D,D", "D-1,D"}
+        assert row["prediction"]["D,D"]["efficient"] is True and row["prediction"]["D-1,D"]["efficient"] is False
+        assert row["prediction"]["D,D"]["min_heads"] == [2, 2]
     assert (tmp_path / f"{name}.png").read_bytes()[:8] == PNG_MAGIC
     assert json.loads((tmp_path / f"{name}.json").read_text()) == doc
 
 
-def test_text_table(torch, capsys, tmp_path, monkeypatch):
+def test_text_output_states_criterion_and_scope(torch, capsys, tmp_path, monkeypatch):
     from tfcert.experiments import intrinsic_dim
     from tfcert.experiments.train import TrainConfig
 
-    tiny = intrinsic_dim.Grid((2,), (3,), 8, TrainConfig(5, 16, 1e-3, 64, 0), quick=True)
+    tiny = (intrinsic_dim.Variant("bilinear", intrinsic_dim._shape("bilinear", E=8, heads=2), (2,), (3,),
+                                  ("D,D", "D-1,D"), TrainConfig(5, 16, 64, checkpoints=1)),)
     monkeypatch.setattr(intrinsic_dim, "QUICK", tiny)
     assert main(["experiment", "intrinsic-dim", "--quick", "--out", str(tmp_path)]) == 0
     out = capsys.readouterr().out
-    assert "configuration" in out and "InfoFlow prediction" in out
-    assert "D=2 h=2,2 E=8" in out and "D=2 h=1,2 E=8" in out and "min heads (2, 2)" in out
+    assert "agreement criterion (fixed before running): " + intrinsic_dim.CRITERION in out
+    assert "what this run can show: " + intrinsic_dim.QUICK_SCOPE in out
+    assert "(D,D)" in out and "(D-1,D)" in out and "only (D,D)" in out and "verdict: " in out
     assert f"wrote {tmp_path / 'intrinsic-dim.png'}" in out
 
 
-def test_training_is_deterministic(torch):
-    from tfcert.experiments.model import ModelConfig
-    from tfcert.experiments.targets import triangle_center
-    from tfcert.experiments.train import TrainConfig, train
+# --- the bank ----------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("mlp", ["relu", "bilinear"])
+def test_masked_parameters_are_inert_and_the_count_is_honest(torch, mlp):
+    from tfcert.experiments.bank import Bank, Member, Shape
+
+    shape = Shape(d=3, E=8, layers=2, heads=3, head_dim=4, hidden=12, mlp=mlp)
+    members = (Member((1, 2), (5, 12)), Member((3,), (7,)), Member((3, 3), (12, 12)))
+    bank = Bank(shape, members, torch.device("cpu"), torch.float64)
+    flat = bank.init()
+    x = torch.randn(len(members), 64, 5, 3, dtype=torch.float64)
+    flat.requires_grad_(True)
+    grad, = torch.autograd.grad(bank.forward(flat, x).square().sum(), flat)
+    assert (grad[flat == 0] == 0).all()  # what a member does not use gets no gradient
+    for i, m in enumerate(members):
+        assert int((flat[i] != 0).sum()) == m.parameters(shape)  # and starts at zero
+        if mlp == "bilinear":  # no dead units: everything used has a gradient but the key biases,
+            # which shift every score of a query equally and so are ignored by the softmax
+            key_biases = sum(h * shape.head_dim for h in m.heads)
+            assert int((grad[i].abs() > 1e-9).sum()) == m.parameters(shape) - key_biases
+    with torch.no_grad():
+        noisy = flat + torch.randn_like(flat) * (flat == 0)  # perturb only unused entries
+        assert torch.allclose(bank.forward(noisy, x), bank.forward(flat, x))
+
+
+def test_members_do_not_interact(torch):
+    """A member trains the same alone as beside others (per-member clipping, Adam, streams)."""
+    from tfcert.experiments.bank import Bank, Member, Shape
+    from tfcert.experiments.targets import pairwise_task
+    from tfcert.experiments.train import TrainConfig, train_bank
+
+    shape = Shape(d=2, E=8, layers=2, heads=1, head_dim=4, hidden=16)
+    a, b = Member((1, 1), (16, 16), seed=3, lr=1e-2), Member((1,), (9,), seed=4, stream=1, lr=3e-2)
+    config = TrainConfig(15, 32, 256, checkpoints=1)
+
+    def nmse(members, streams):
+        bank = Bank(shape, members, torch.device("cpu"), torch.float64)
+        return train_bank(bank, (pairwise_task(4, 2),), streams, config, lambda _: None, "t").nmse
+    together = nmse((a, b), (0, 1))
+    assert together[0] == pytest.approx(nmse((a,), (0,))[0], rel=1e-9)
+    assert together[1] == pytest.approx(nmse((Member((1,), (9,), seed=4, lr=3e-2),), (1,))[0], rel=1e-9)
+
+
+def test_training_is_deterministic_and_seeded(torch):
+    from tfcert.experiments.bank import Bank, Member, Shape
+    from tfcert.experiments.targets import triangle_task
+    from tfcert.experiments.train import TrainConfig, train_bank
 
     def once(seed: int) -> float:
-        return train(ModelConfig(d=2, E=8, heads=(1, 1)), triangle_center, 4,
-                     TrainConfig(20, 32, 1e-3, 128, seed), torch.device("cpu"), lambda _: None, "t").nmse
+        bank = Bank(Shape(d=2, E=8, layers=2, heads=1), (Member((1, 1), (16, 16), seed=seed),), torch.device("cpu"))
+        return train_bank(bank, (triangle_task(4),), (seed,), TrainConfig(20, 32, 128, checkpoints=1),
+                          lambda _: None, "t").nmse[0]
     assert once(3) == once(3)
     assert once(3) != once(4)
 
 
+def test_deadline_cuts_the_steps(torch):
+    import time
+
+    from tfcert.experiments.train import PROBE, TrainConfig, optimise
+
+    flat = torch.zeros(2, 3)
+    lines = []
+    done = optimise(flat, torch.tensor([0.1, 0.1]), lambda _: (flat - 1).square().sum(1),
+                    TrainConfig(10 ** 6, 1, 1), lines.append, "t", deadline=time.perf_counter())
+    assert done.steps == PROBE + 1 and any("cut to" in line for line in lines)
+    assert (flat > 0).all()
+
+
+# --- targets against brute force --------------------------------------------------------------
+
 def test_intrinsic_target_against_brute_force(torch):
-    from tfcert.experiments.targets import intrinsic_dim, intrinsic_matrices
+    from tfcert.experiments.targets import intrinsic_columns, intrinsic_dim, intrinsic_matrices
 
     M = intrinsic_matrices(3).numpy()
     assert all((m == -m.T).all() for m in M)  # skew: why min over t≠s equals min over all t, s
     x = [[[1.0, 0, 0, 0], [0, 1, 0, 0], [1, 1, -1, 0]],
          [[0.5, -2, 0, 1], [3, 0, 1, 0], [0, 0, 0, 0]]]
     got = intrinsic_dim(torch.tensor(x, dtype=torch.float64), torch.tensor(M))
+    columns = intrinsic_columns(torch.tensor(x, dtype=torch.float64), torch.tensor(M))
     for b, xs in enumerate(x):
         def score(m, t, s):
             return sum(xs[t][i] * m[i][j] * xs[s][j] for i in range(4) for j in range(4))
-        off = sum(min(score(m, t, s) for t in range(3) for s in range(3) if t != s) for m in M)
+        mins = [min(score(m, t, s) for t in range(3) for s in range(3) if t != s) for m in M]
         every = sum(min(score(m, t, s) for t in range(3) for s in range(3)) for m in M)
-        assert got[b].item() == pytest.approx(off, abs=1e-12) and off == pytest.approx(every, abs=1e-12)
+        assert got[b].item() == pytest.approx(sum(mins), abs=1e-12) and sum(mins) == pytest.approx(every, abs=1e-12)
+        assert columns[b].tolist() == pytest.approx(list(itertools.accumulate(mins)), abs=1e-12)
 
 
-def test_triangle_target_against_brute_force(torch):
-    from tfcert.experiments.targets import triangle_center
+def test_pairwise_and_triangle_targets_against_brute_force(torch):
+    from tfcert.experiments.targets import pairwise_min, triangle_center
 
-    x = [[[1.0, 0], [-1, 0], [0, 0], [5, 5]],  # 1 + (-1) + 0 = 0
-         [[1.0, 1], [2, 2], [3, 3], [-1, 4]]]
-    got = triangle_center(torch.tensor(x, dtype=torch.float64))
-    for b, xs in enumerate(x):
-        want = min(sum((a[i] + c[i] + e[i]) ** 2 for i in range(2))
-                   for a, c, e in itertools.combinations(xs, 3))
-        assert got[b].item() == pytest.approx(want)
-    assert got[0].item() == 0.0
-    assert got[1].item() == pytest.approx((1 + 2 - 1) ** 2 + (1 + 2 + 4) ** 2)
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(3, 6, 2, generator=g, dtype=torch.float64)
+    for b, xs in enumerate(x.tolist()):
+        want = min(sum(p * q for p, q in zip(xs[t], xs[s])) for t in range(6) for s in range(6) if t != s)
+        assert pairwise_min(x)[b, 0].item() == pytest.approx(want)
+        tri = min(sum((a[i] + c[i] + e[i]) ** 2 for i in range(2)) for a, c, e in itertools.combinations(xs, 3))
+        assert triangle_center(x)[b].item() == pytest.approx(tri)
+    assert triangle_center(torch.tensor([[[1.0, 0], [-1, 0], [0, 0], [5, 5]]])).item() == 0.0
+
+
+# --- verdicts on hand-made records ------------------------------------------------------------
+
+def _intrinsic_records(nmse) -> list[dict]:
+    out = []
+    for D, T, p, seed in itertools.product((2,), (8, 32), ("D,D", "D-1,D", "D-1,D-1", "D,D-1"), (0, 1, 2)):
+        out.append({"experiment": "intrinsic-dim", "variant": "v", "ablation": False, "D": D, "T": T, "pattern": p,
+                    "seed": seed, "nmse": nmse(p, T, seed), "shape": {"E": 64}})
+    return out
+
+
+def test_intrinsic_verdicts():
+    from tfcert.experiments.intrinsic_dim import summarise
+
+    def clean(p, T, seed):
+        return (1e-5 if p == "D,D" else 1e-2) * (1 + 0.1 * seed)
+    result = summarise(_intrinsic_records(clean), False, "cpu")
+    assert [r["agrees"] for r in result.rows] == [None, True] and all(r["separated"] for r in result.rows)
+    assert result.verdict == "v: 1 of 1 D agree (D=2 yes)"
+
+    def overlapping(p, T, seed):  # 30x apart on average, but one (D,D) seed is worse than a fewer-heads seed
+        return {"D,D": [1e-5, 1e-5, 2e-2], "D,D-1": [1, 1, 1]}.get(p, [1e-2, 1e-2, 1e-2])[seed]
+    assert not any(r["separated"] for r in summarise(_intrinsic_records(overlapping), False, "cpu").rows)
+
+    def growing(p, T, seed):  # separated at each T, but (D,D) grows 4x with T
+        return (1e-5 * (4 if T == 32 else 1)) if p == "D,D" else 1e-2
+    rows = summarise(_intrinsic_records(growing), False, "cpu").rows
+    assert all(r["separated"] for r in rows) and rows[-1]["t_independent"] is False and rows[-1]["agrees"] is False
+
+
+def test_cost_law_fit_and_verdict():
+    from tfcert.experiments.cost_law import fit_slope, summarise
+
+    assert fit_slope([10, 100, 1000], [1, 1e-2, 1e-4]) == pytest.approx(-2)
+    records = []
+    for width, seed in itertools.product((4, 16, 64, 256), (0, 1)):
+        n = 40 * width
+        records.append({"experiment": "cost-law", "series": "1 layer, E=4, T=4", "E": 4, "T": 4, "layers": 1,
+                        "width": width, "parameters": n, "seed": seed, "nmse": 50.0 * n ** -2.0 * (1 + seed)})
+        records.append({"experiment": "cost-law", "series": "1 layer, E=4, T=8", "E": 4, "T": 8, "layers": 1,
+                        "width": width, "parameters": n, "seed": seed, "nmse": 0.5})
+    result = summarise(records, False, "cpu")
+    by = {r["series"]: r for r in result.rows}
+    assert by["1 layer, E=4, T=4"]["exponent"] == "1" and by["1 layer, E=4, T=4"]["fitted_slope"] == pytest.approx(-2)
+    assert by["1 layer, E=4, T=4"]["agrees"] is True
+    assert by["1 layer, E=4, T=8"]["exponent"] == "3" and by["1 layer, E=4, T=8"]["agrees"] is False
+
+
+def test_depth_verdict():
+    from tfcert.experiments.depth import summarise
+
+    records = [{"experiment": "depth", "E": 4, "size": 16, "T": T, "layers": layers, "seed": 0,
+                "parameters": 600 + layers, "nmse": 1e-3 if layers == 2 else 1e-3 * T}
+               for T in (4, 16) for layers in (1, 2)]
+    result = summarise(records, False, "cpu")
+    assert result.rows[-1] == {"E": 4, "size": 16, "two_layer_flat": True, "one_layer_grows": True, "agrees": True}
+
+
+# --- --from and the sweep ---------------------------------------------------------------------
+
+def test_from_records_file(torch, capsys, tmp_path):
+    path = tmp_path / "records.jsonl"
+    header = {"sweep": {"commit": "c" * 40, "hardware": "a test machine", "wall_seconds": 1.5}}
+    path.write_text("\n".join(json.dumps(x) for x in [header, *_intrinsic_records(lambda p, T, s: 0.1)]) + "\n")
+    assert main(["experiment", "intrinsic-dim", "--from", str(path), "--out", str(tmp_path), "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["commit"] == "c" * 40 and doc["hardware"] == "a test machine" and doc["device"] == "a test machine"
+    assert len(doc["records"]) == 24 and doc["quick"] is False
+    again = tmp_path / "again"  # a written document is itself a valid --from input
+    assert main(["experiment", "intrinsic-dim", "--from", str(tmp_path / "intrinsic-dim.json"),
+                 "--out", str(again), "--json"]) == 0
+    redo = json.loads(capsys.readouterr().out)
+    assert redo["rows"] == doc["rows"] and redo["commit"] == doc["commit"] and redo["hardware"] == doc["hardware"]
+    assert main(["experiment", "depth", "--from", str(path), "--out", str(tmp_path)]) == 2
+    assert _error_lines(capsys.readouterr().err) == [f"error: --from: {path} holds no depth records"]
+    path.write_text("{}\n")
+    assert main(["experiment", "depth", "--from", str(path), "--out", str(tmp_path)]) == 2
+    assert "line 1: neither a record nor a sweep header" in capsys.readouterr().err
+
+
+def test_sweep_runs_tiny_jobs_in_parallel_processes(torch, tmp_path):
+    out = tmp_path / "sweep"
+    run = subprocess.run([sys.executable, "-m", "tfcert.experiments.sweep", "--out", str(out), "--device", "cpu",
+                          "--tiny", "--only", "depth", "--budget", "300", "--commit", "abc"],
+                         capture_output=True, text=True, timeout=600)
+    assert run.returncode == 0, run.stderr
+    lines = [json.loads(line) for line in (out / "records.jsonl").read_text().splitlines()]
+    header, records = lines[0]["sweep"], lines[1:]
+    assert header["commit"] == "abc" and header["tiny"] is True and header["jobs"][0]["state"] == "done"
+    assert len(records) == 48 and {r["experiment"] for r in records} == {"depth"}
+    assert "done: 48 records" in (out / "log.txt").read_text()

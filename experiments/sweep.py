@@ -1,0 +1,165 @@
+"""Run the full jobs of every experiment as parallel processes on one device, writing as it goes.
+
+    python -m tfcert.experiments.sweep --out DIR --device cuda --budget 400 [--only NAME …] [--tiny]
+
+Each job (one bank of models, jobs.py) runs in its own process (``--worker I``), at most
+``--processes`` at once. Measured on one H200 (docs/experiments.md): 16 processes time-slicing
+the GPU ran the largest banks at 0.2–0.3 s a step — each step is hundreds of small kernels, and
+the contexts take turns — so give the big banks the GPU to themselves or few neighbours. Every process gets the same
+wall-clock deadline (``--budget`` seconds from the start, less a margin) and cuts its step count
+to meet it (train.py; the records say how many steps ran). The parent merges what the workers
+have written, every few seconds and at the end, into DIR/records.jsonl — a ``{"sweep": …}``
+header (commit, hardware, wall time, job states) then one record per trained model — and the
+workers' logs into DIR/log.txt, so whatever finished is there even if the run is cut short.
+``tfcert experiment NAME --from DIR/records.jsonl`` turns them into tables.
+
+``--tiny`` shrinks every job's training (steps, batch, held-out set) to test the machinery on a
+CPU in seconds; its numbers mean nothing.
+
+This module imports torch but not z3 (no InfoFlow): a machine with torch can run it from a copy
+of the source tree (``PYTHONPATH`` pointing at a folder holding ``tfcert/``).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import replace
+from importlib import import_module
+from pathlib import Path
+
+EXPERIMENTS = ("intrinsic_dim", "cost_law", "depth", "triangle")
+MARGIN = 25.0  # seconds kept free at the end: the last checkpoint, the records, the merge
+
+
+def all_jobs(only: tuple[str, ...], tiny: bool, seed: int = 0) -> list:
+    jobs = []
+    for name in EXPERIMENTS:
+        module = import_module(f"tfcert.experiments.{name}")
+        if only and module.NAME not in only:
+            continue
+        jobs += module.jobs(False, seed)
+    if tiny:
+        jobs = [replace(j, train=replace(j.train, steps=60, batch=8, eval_size=256, log_every=20, checkpoints=2))
+                for j in jobs]
+    return jobs
+
+
+def worker(index: int, args: argparse.Namespace) -> int:
+    import torch
+
+    from tfcert.experiments.jobs import run_job
+
+    torch.backends.cuda.matmul.allow_tf32 = False  # full float32: the NMSE goes down to 1e-5
+    torch.backends.cudnn.allow_tf32 = False
+    if args.device == "cpu":
+        torch.set_num_threads(1)
+    job = all_jobs(tuple(args.only), args.tiny)[index]
+    parts = Path(args.parts)
+    log_file = open(parts / f"{index}.log", "a", buffering=1)
+
+    def log(line: str) -> None:
+        print(f"{time.strftime('%H:%M:%S')} {line}", file=log_file)
+    deadline = time.perf_counter() + (args.deadline - time.time())
+    try:
+        records = run_job(job, torch.device(args.device), log, deadline)
+    except Exception as exc:  # noqa: BLE001 - reported in the log and the header, the sweep goes on
+        log(f"FAILED: {type(exc).__name__}: {exc}")
+        raise
+    tmp = parts / f"{index}.tmp"
+    tmp.write_text("".join(json.dumps(r) + "\n" for r in records))
+    tmp.rename(parts / f"{index}.jsonl")
+    log(f"done: {len(records)} records")
+    return 0
+
+
+def _merge(out: Path, parts: Path, header: dict, n: int) -> None:
+    lines = [json.dumps({"sweep": header})]
+    for i in range(n):
+        f = parts / f"{i}.jsonl"
+        if f.exists():
+            lines += [line for line in f.read_text().splitlines() if line.strip()]
+    tmp = out / "records.jsonl.tmp"
+    tmp.write_text("\n".join(lines) + "\n")
+    tmp.rename(out / "records.jsonl")
+    logs = []
+    for i in range(n):
+        f = parts / f"{i}.log"
+        if f.exists():
+            text = f.read_text().splitlines()
+            logs += [f"== job {i} ==", *(text if len(text) <= 80 else [*text[:20], "…", *text[-59:]])]
+    (out / "log.txt").write_text("\n".join(logs) + "\n")
+
+
+def parent(args: argparse.Namespace) -> int:
+    start = time.time()
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    parts = Path(tempfile.mkdtemp(prefix="tfcert-sweep-"))
+    jobs = all_jobs(tuple(args.only), args.tiny)
+    deadline = start + args.budget - MARGIN
+    header = {"commit": args.commit, "device": args.device, "hardware": _hardware(args.device),
+              "budget_seconds": args.budget, "tiny": args.tiny,
+              "jobs": [{"name": j.name, "members": len(j.members), "state": "waiting"} for j in jobs]}
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    running: dict[int, subprocess.Popen] = {}
+    waiting = list(range(len(jobs)))
+    while waiting or running:
+        while waiting and len(running) < args.processes:
+            i = waiting.pop(0)
+            cmd = [sys.executable, "-m", "tfcert.experiments.sweep", "--worker", str(i), "--parts", str(parts),
+                   "--deadline", str(deadline), "--device", args.device, *(["--tiny"] if args.tiny else []),
+                   *sum((["--only", o] for o in args.only), [])]
+            running[i] = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL,
+                                          stderr=open(parts / f"{i}.err", "w"))
+            header["jobs"][i]["state"] = "running"
+        time.sleep(0.5 if args.tiny else 5)
+        for i, p in list(running.items()):
+            if p.poll() is not None:
+                header["jobs"][i]["state"] = "done" if p.returncode == 0 else f"failed ({p.returncode})"
+                if p.returncode:
+                    err = (parts / f"{i}.err").read_text()[-2000:]
+                    header["jobs"][i]["error"] = err
+                    print(f"job {i} {jobs[i].name} failed:\n{err}", file=sys.stderr)
+                del running[i]
+        header["wall_seconds"] = round(time.time() - start, 1)
+        _merge(out, parts, header, len(jobs))
+    header["wall_seconds"] = round(time.time() - start, 1)
+    _merge(out, parts, header, len(jobs))
+    print(f"sweep: {len(jobs)} jobs in {header['wall_seconds']} s; "
+          f"{sum(j['state'] == 'done' for j in header['jobs'])} done; wrote {out / 'records.jsonl'}")
+    return 0 if all(j["state"] == "done" for j in header["jobs"]) else 1
+
+
+def _hardware(device: str) -> str:
+    import platform
+
+    import torch
+    if device == "cuda":
+        return f"{torch.cuda.get_device_name(0)}, {os.cpu_count()} CPUs, torch {torch.__version__}"
+    return f"{platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, torch {torch.__version__}"
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m tfcert.experiments.sweep", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--out", default="tfcert-sweep")
+    p.add_argument("--device", choices=["cpu", "cuda"], default="cuda")
+    p.add_argument("--budget", type=float, default=400.0, help="wall-clock seconds for the whole sweep")
+    p.add_argument("--processes", type=int, default=16, help="jobs run at once")
+    p.add_argument("--only", action="append", default=[], help="an experiment name (repeatable)")
+    p.add_argument("--tiny", action="store_true", help="test the machinery: a few steps per job")
+    p.add_argument("--commit", default=None, help="the commit of the source tree, for the header")
+    p.add_argument("--worker", type=int, help=argparse.SUPPRESS)
+    p.add_argument("--parts", help=argparse.SUPPRESS)
+    p.add_argument("--deadline", type=float, help=argparse.SUPPRESS)
+    args = p.parse_args(argv)
+    return worker(args.worker, args) if args.worker is not None else parent(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
