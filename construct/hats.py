@@ -9,6 +9,7 @@
 Several hats with disjoint windows can share one FF layer."""
 from __future__ import annotations
 
+import random
 from bisect import bisect_left, bisect_right, insort
 from dataclasses import dataclass
 
@@ -111,29 +112,19 @@ def hat_blocks(hats: list[Hat], per_layer: int, d: int, first_block: int,
 
 
 def direction(values: list[Vec], d: int, attempt_start: int = 0) -> Vec:
-    """A direction w = (1, r_2, …, r_d), |r_i| ≤ 1/16 multiples of 2^-20, on
+    """A direction w = (1, r_2, …, r_d), |r_i| ≤ 1/16 multiples of 2^-40, on
     which the given distinct points have pairwise distinct projections. Simple
-    choices collide on small-integer data (and coarse ones on many tokens:
-    r_i = k/4096 gives integer tokens only ~10^5 possible projections), so
+    choices collide on small-integer data, and coarse ones on many tokens
+    (r_i = k/4096 leaves integer tokens ~10^5 possible projections), so
     candidates come from a fixed pseudo-random sequence (deterministic) and
-    are checked exactly."""
-    state = 12345 + attempt_start
-    for _ in range(10_000):
-        coords = [ONE]
-        for _ in range(d - 1):
-            state = (state * 1103515245 + 12345) % 2**31
-            coords.append(fmpq(state % 131073 - 65536, 2 ** 20))
-        w = tuple(coords)
-        if len({dot(w, x) for x in values}) == len(values):
+    are checked exactly (sorted, not hashed: rational hashing is slow)."""
+    rng = random.Random(12345 + attempt_start)
+    for _ in range(1000):
+        w = (ONE,) + tuple(fmpq(rng.randint(-2 ** 36, 2 ** 36), 2 ** 40) for _ in range(d - 1))
+        keys = sorted(dot(w, x) for x in values)
+        if all(a != b for a, b in zip(keys, keys[1:])):
             return w
     raise RuntimeError("no separating direction found")  # measure-zero failure: a bug
-
-
-def dyadic_near(x: fmpq, step: fmpq) -> fmpq:
-    """The multiple of ``step`` (a power of two) nearest below-or-at x: a
-    breakpoint with few significant bits is exact in a float format, so its
-    rounding does not shift a window that the slopes then amplify."""
-    return fmpq(int((x / step).floor())) * step
 
 
 def min_gap(sorted_values: list[fmpq]) -> fmpq | None:
