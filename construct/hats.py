@@ -127,6 +127,13 @@ def direction(values: list[Vec], d: int, attempt_start: int = 0) -> Vec:
     raise RuntimeError("no separating direction found")  # measure-zero failure: a bug
 
 
+def dyadic_near(x: fmpq, step: fmpq) -> fmpq:
+    """The multiple of ``step`` (a power of two) nearest below-or-at x: a
+    breakpoint with few significant bits is exact in a float format, so its
+    rounding does not shift a window that the slopes then amplify."""
+    return fmpq(int((x / step).floor())) * step
+
+
 def min_gap(sorted_values: list[fmpq]) -> fmpq | None:
     gaps = [b - a for a, b in zip(sorted_values, sorted_values[1:])]
     return min(gaps) if gaps else None
