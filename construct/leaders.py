@@ -164,7 +164,9 @@ def leader_phase(dataset: Dataset, seqs: list[list[Vec]], first_block: int, per_
         blocks, claims = hat_blocks([hat(l) for l in ordered], per_layer, d, first_block, index)
     else:
         blocks, claims = [], []
-        by_seq = sorted(range(len(seqs)), key=lambda j: max(x[0] for x in seqs[j]), reverse=True)
+        tops = [max(x[0] for x in s) for s in seqs]  # g = e_t: g·x = t for unplaced tokens
+        floor_t = min(x[0] for s in seqs for x in s)
+        by_seq = sorted(range(len(seqs)), key=tops.__getitem__, reverse=True)
         chosen = {(l.sequence, l.token) for l in leaders}
         for n, j in enumerate(by_seq):
             mine = [hat(l) for l in ordered if position[l.sequence] == j]
@@ -172,9 +174,8 @@ def leader_phase(dataset: Dataset, seqs: list[list[Vec]], first_block: int, per_
             blocks += new_blocks
             claims += new_claims
             rest = [(dataset.pairs[j].index, i) for i in range(len(seqs[j])) if (dataset.pairs[j].index, i) not in chosen]
-            if rest and n + 1 < len(by_seq):
-                later = [index.value[(dataset.pairs[k].index, i)] for k in by_seq[n + 1:] for i in range(len(seqs[k]))]
-                block, moved = kill_block(index, rest, max(later), min(later), d, g)
+            if rest and n + 1 < len(by_seq):  # the intervals below: the next one's top, everything's floor
+                block, moved = kill_block(index, rest, tops[by_seq[n + 1]], floor_t, d, g)
                 blocks.append(block)
                 for ref, v in moved.items():
                     index.move(ref, v)

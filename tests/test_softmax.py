@@ -84,7 +84,8 @@ def test_tau_star_raised_past_the_true_bound_fails(bundle):
 def test_model_temperature_just_below_tau_star_still_needs_matching_claim(bundle):
     model = files(bundle)["model.json"]
     model["temperature"] = str(Fraction(model["temperature"]) - Fraction(1, 2 ** 60))
-    assert failed(run_verify(bundle, model)) == {"tau_star"}
+    # the float claim's bound was proven for the stated temperature too, so it may fail as well
+    assert "tau_star" in failed(run_verify(bundle, model)) <= {"tau_star", "float"}
 
 
 @pytest.mark.parametrize("field, change", [
@@ -132,8 +133,9 @@ def test_each_snap_field_corrupted_fails(bundle, field, change):
     snap = claims(cert, "snap")[0]
     snap[field] = change(snap[field])
     report = run_verify(bundle, cert=cert)
-    # a smaller radius on one snap also unties the tau_star claim's radius from the least snap radius
-    assert failed(report) == ({"snap", "tau_star"} if field == "radius" and Fraction(change("1")) < 1 else {"snap"})
+    # tau_star's radius (the radius left around the codes, r − 2^-9) stays within a snap radius
+    # smaller by 2^-70, so the snap claim alone fails
+    assert failed(report) == {"snap"}
     bad = next(r for r in report.results if not r.ok and r.kind == "snap")
     assert bad.block == snap["block"] and bad.failures
 

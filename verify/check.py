@@ -186,8 +186,8 @@ def replay_claims(ctx: Context, claims: list[_Parsed], progress=None) -> list[Re
                 analysis.step(step)
             if progress and step.layer == "sa":
                 progress(step.block + 1, n_blocks)
-        final = replay.sequences()
-        end_step = Step(n_blocks, "end", final, final, exact=replay.points)
+        final = list(replay.tokens)
+        end_step = Step(n_blocks, "end", final, final, tuple(replay.lengths), exact=replay.points)
         done.update((id(c), run(c, end_step)) for c in ends)
         for c in claims:
             if id(c) in traces:

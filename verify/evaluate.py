@@ -14,6 +14,7 @@ from __future__ import annotations
 from bisect import bisect_left, bisect_right
 from collections import OrderedDict
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Iterator
 
 from flint import arb, ctx, fmpq
@@ -266,13 +267,16 @@ class _Projections:
 
 @dataclass(frozen=True)
 class Step:
-    """One layer of the replay: block index, "ff" or "sa", the tokens before
-    and after it (per sequence), and for an SA layer the attention of every
-    token (None when the layer is skipped as the identity or A = 0)."""
+    """One layer of the replay: block index, "ff" or "sa", every token before
+    and after it (flat lists, in dataset order; ``shape`` the sequences'
+    lengths), and for an SA layer the attention of every token (None when the
+    layer is skipped as the identity or A = 0). ``before``/``after`` group
+    the tokens per sequence, built only when a claim asks for them."""
     block: int
     layer: str
-    before: tuple[tuple[Vec, ...], ...]
-    after: tuple[tuple[Vec, ...], ...]
+    flat_before: list
+    flat_after: list
+    shape: tuple[int, ...]
     attention: tuple[tuple[Attention, ...], ...] | None = None
     uniform: bool = False
     sorted_before: dict | None = None  # direction -> (keys, ids) before an FF layer
@@ -280,13 +284,28 @@ class Step:
     below: bool = False  # softmax enclosures hold at every temperature up to the model's
     exact: bool = True  # every token before and after the layer is an exact point
 
+    @cached_property
+    def before(self) -> tuple[tuple[Vec, ...], ...]:
+        return _split(self.flat_before, self.shape)
+
+    @cached_property
+    def after(self) -> tuple[tuple[Vec, ...], ...]:
+        return _split(self.flat_after, self.shape)
+
     def projections(self, direction: Vec) -> tuple[list[fmpq], list[int]]:
         """Flat token ids sorted by projection on ``direction`` before the layer."""
         if self.sorted_before and direction in self.sorted_before:
             return self.sorted_before[direction]
-        flat = [x for seq in self.before for x in seq]
-        pairs = sorted((dot(direction, x), g) for g, x in enumerate(flat))
+        pairs = sorted((dot(direction, x), g) for g, x in enumerate(self.flat_before))
         return [v for v, _ in pairs], [g for _, g in pairs]
+
+
+def _split(flat: list, shape: tuple[int, ...]) -> tuple[tuple, ...]:
+    out, start = [], 0
+    for n in shape:
+        out.append(tuple(flat[start:start + n]))
+        start += n
+    return tuple(out)
 
 
 class Replay:
@@ -419,15 +438,16 @@ class Replay:
     def steps(self) -> Iterator[Step]:
         """Evaluate every layer in order, yielding a Step after each."""
         softmax = self.model.attention == "softmax"
+        shape = tuple(self.lengths)
         for k, block in enumerate(self.model.blocks):
-            before, was = self.sequences(), self.points
+            before, was = list(self.tokens), self.points
             snapshot = self._ff(block.ff)
-            mid, was, exact = self.sequences(), self.points, was and self.points
-            yield Step(k, "ff", before, mid, sorted_before=snapshot, exact=exact)
+            mid, was, exact = list(self.tokens), self.points, was and self.points
+            yield Step(k, "ff", before, mid, shape, sorted_before=snapshot, exact=exact)
             if softmax:
                 attention, uniform, noises = self._sa_softmax(block.sa)
-                yield Step(k, "sa", mid, self.sequences(), attention, uniform, noise=noises, below=self.below,
-                           exact=was and self.points)
+                yield Step(k, "sa", mid, list(self.tokens), shape, attention, uniform, noise=noises,
+                           below=self.below, exact=was and self.points)
             else:
                 attention, uniform = self._sa(block.sa)
-                yield Step(k, "sa", mid, self.sequences(), attention, uniform)
+                yield Step(k, "sa", mid, list(self.tokens), shape, attention, uniform)

@@ -31,6 +31,18 @@ class Context:
     def _refs(self) -> list[tuple[int, int]]:
         return [(p.index, i) for p in self.dataset.pairs for i in range(len(p.input))]
 
+    @cached_property
+    def _starts(self) -> dict[int, int]:
+        out, start = {}, 0
+        for p in self.dataset.pairs:
+            out[p.index] = start
+            start += len(p.input)
+        return out
+
+    def flat(self, sequence: int, token: int) -> int:
+        """The flat token id of [sequence file index, token index]."""
+        return self._starts[sequence] + token
+
     def ref(self, g: int) -> tuple[int, int]:
         """[sequence file index, token index] of flat token id ``g``."""
         return self._refs[g]

@@ -238,8 +238,7 @@ class Analysis:
     def step(self, step) -> None:
         if self.failure is not None or step.layer == "end":
             return
-        flat_before = [x for seq in step.before for x in seq]
-        flat_after = [x for seq in step.after for x in seq]
+        flat_before, flat_after = step.flat_before, step.flat_after
         where = f"block {step.block} {step.layer.upper()}"
         try:
             with ctx.workprec(PREC):

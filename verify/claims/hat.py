@@ -82,9 +82,9 @@ def check(claim: Claim, ctx: Context, step) -> list[str]:
     if margin != claim.margin:
         failures.append(stated("margin", claim.margin, margin))
     for j, i in sorted(claim.moves & inside):
-        if group(ff, claim.units, step.before[ctx.position[j]][i]) != claim.to:
+        if group(ff, claim.units, step.flat_before[ctx.flat(j, i)]) != claim.to:
             failures.append(f"token [{j}, {i}]: the named units do not move it to the stated target")
-        landed = step.after[ctx.position[j]][i]
+        landed = step.flat_after[ctx.flat(j, i)]
         if landed != claim.to:
             failures.append(f"token [{j}, {i}]: lands at {[show(v) for v in landed]}, not at the stated target")
     return failures

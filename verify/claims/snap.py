@@ -11,6 +11,7 @@ coordinate k: breakpoints c−R', c−r, c+r, c+R' (the group's biases, exactly)
 """
 from __future__ import annotations
 
+from bisect import bisect_left, bisect_right
 from dataclasses import dataclass
 
 import z3
@@ -86,8 +87,14 @@ def check(claim: Claim, ctx: Context, step) -> list[str]:
         if problem:
             failures.append(problem)
     lo, hi = claim.center - claim.reach, claim.center + claim.reach
+    if step.exact:  # points: the tokens with lo < x_k < hi, by binary search on the sorted coordinate
+        keys, ids = step.projections(axis)
+        candidates = ids[bisect_right(keys, lo):bisect_left(keys, hi)]
+    else:
+        candidates = range(len(step.flat_before))
     inside = set()
-    for g, x in enumerate(x for seq in step.before for x in seq):
+    for g in candidates:
+        x = step.flat_before[g]
         a, b = coordinate_range(x, k)
         if b > lo and a < hi:
             inside.add(ctx.ref(g))
@@ -99,7 +106,7 @@ def check(claim: Claim, ctx: Context, step) -> list[str]:
     if inside != claim.moves:
         failures.append(stated("moves", sorted(claim.moves), sorted(inside)))
     for j, i in sorted(claim.moves & inside):
-        landed = step.after[ctx.position[j]][i]
+        landed = step.flat_after[ctx.flat(j, i)]
         if not is_point(landed) or landed != claim.to:
             failures.append(f"token [{j}, {i}]: does not land exactly on the stated target")
     return failures
