@@ -73,7 +73,7 @@ def float_claims(model: Model, dataset: Dataset) -> list[dict]:
     stated exactly as the verifier will recompute it (one replay for both)."""
     inputs = [p.input for p in dataset.pairs]
     analyses = [Analysis(model, inputs, fmt) for fmt in FORMATS.values()]
-    for step in Replay(model, inputs, below=model.attention == "softmax").steps():
+    for step in Replay(model, inputs).steps():  # at the model's temperature, as check.py replays for them
         for analysis in analyses:
             analysis.step(step)
     claims = []

@@ -182,10 +182,15 @@ def replay_claims(ctx: Context, claims: list[_Parsed], progress=None) -> list[Re
     try:
         for step in replay.steps():
             done.update((id(c), run(c, step)) for c in at.get((step.block, step.layer), ()))
-            for analysis in traces.values():
-                analysis.step(step)
+            if not below:
+                for analysis in traces.values():
+                    analysis.step(step)
             if progress and step.layer == "sa":
                 progress(step.block + 1, n_blocks)
+        if below and traces:  # float runs use the model's temperature: enclosures at τ itself are tighter
+            for step in Replay(ctx.model, inputs).steps():
+                for analysis in traces.values():
+                    analysis.step(step)
         final = list(replay.tokens)
         end_step = Step(n_blocks, "end", final, final, tuple(replay.lengths), exact=replay.points)
         done.update((id(c), run(c, end_step)) for c in ends)
