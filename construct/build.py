@@ -69,10 +69,13 @@ def construct(dataset: Dataset, attention: str = "hardmax", width: int = 4) -> C
 
 
 def float_claims(model: Model, dataset: Dataset) -> list[dict]:
-    """A ``float`` claim for each format whose bound the analysis proves,
-    stated exactly as the verifier will recompute it (one replay for both)."""
+    """A ``float`` claim for each format whose bound the analysis proves and
+    that is useful — no error bound ever above 1 + max|y| (beyond that a
+    float run may land anywhere among the targets) — stated exactly as the
+    verifier will recompute it (one replay for both formats)."""
     inputs = [p.input for p in dataset.pairs]
-    analyses = [Analysis(model, inputs, fmt) for fmt in FORMATS.values()]
+    useful = 1 + max(abs(v) for p in dataset.pairs for y in p.output for v in y)
+    analyses = [Analysis(model, inputs, fmt, give_up_above=useful) for fmt in FORMATS.values()]
     for step in Replay(model, inputs).steps():  # at the model's temperature, as check.py replays for them
         for analysis in analyses:
             analysis.step(step)

@@ -166,8 +166,11 @@ class Analysis:
     at a time. ``failure`` is set at the first layer where no bound can be
     given; ``bound`` is the final max error otherwise."""
 
-    def __init__(self, model: Model, sequences, fmt: Format):
+    def __init__(self, model: Model, sequences, fmt: Format, give_up_above: fmpq | None = None):
+        """``give_up_above``: stop (as a failure) once some error bound exceeds
+        it — for a caller that only wants useful bounds (construct)."""
         self.model, self.fmt, self.d = model, fmt, model.d
+        self.give_up_above = give_up_above
         self.offsets, flat = [], []
         for seq in sequences:
             self.offsets.append(len(flat))
@@ -246,6 +249,8 @@ class Analysis:
                     self._ff(step, flat_before, flat_after, where)
                 else:
                     self._sa(step, flat_before, flat_after, where)
+                if self.give_up_above is not None and max(self.E) > self.give_up_above:
+                    raise Failed(f"an error bound exceeds {show(self.give_up_above)}")
         except (Failed, OverflowError) as exc:
             self.failure = f"{where}: {exc}" + (f" (the first ReLU a float run may switch: {self.uncertain})"
                                                  if self.uncertain else "")
