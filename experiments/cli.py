@@ -8,6 +8,7 @@ summarises the records of an earlier run (a ``sweep.py`` output) instead of trai
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import platform
 import subprocess

@@ -105,11 +105,6 @@ def test_infoflow_table_validates(monkeypatch, capsys):
 
 def test_experiment_output_validates(monkeypatch, capsys, tmp_path):
     pytest.importorskip("torch")
-    from tfcert.experiments import triangle
-    from tfcert.experiments.train import TrainConfig
-
-    monkeypatch.setattr(triangle, "QUICK", triangle.Grid((3,), (((1, 1), 8),), TrainConfig(2, 8, 1e-3, 16, 0),
-                                                         quick=True))
     doc = json_out(["experiment", "triangle", "--quick", "--json", "--out", tmp_path], capsys)
     validate(doc, "experiment-output")
     validate(json.loads(Path(doc["files"]["json"]).read_text()), "experiment-output")
