@@ -146,7 +146,7 @@ def matrix(m: LowRank, fmt: Format) -> Matrix:
     return Matrix(Rounded((m.scale,), fmt), tuple((Rounded(u, fmt), Rounded(v, fmt)) for u, v in m.terms))
 
 
-def show(q: fmpq) -> str:
+def approx(q: fmpq) -> str:
     """A rational for a message: 3 significant digits, or its power of two
     when a float cannot hold it."""
     if q == 0:
@@ -221,7 +221,7 @@ class Analysis:
         """Every partial sum of terms whose magnitudes add up to ``value`` is at
         most (1 + γ)·value ≤ 2·value: below the largest number, nothing overflows."""
         if 2 * value >= self.fmt.largest:
-            raise Failed(f"{what} may overflow {self.fmt.name} (magnitude bound {show(value)})")
+            raise Failed(f"{what} may overflow {self.fmt.name} (magnitude bound {approx(value)})")
 
     def _rounded(self, k: int, layer: str):
         key = (k, layer)
@@ -250,7 +250,7 @@ class Analysis:
                 else:
                     self._sa(step, flat_before, flat_after, where)
                 if self.give_up_above is not None and max(self.E) > self.give_up_above:
-                    raise Failed(f"an error bound exceeds {show(self.give_up_above)}")
+                    raise Failed(f"an error bound exceeds {approx(self.give_up_above)}")
         except (Failed, OverflowError) as exc:
             self.failure = f"{where}: {exc}" + (f" (the first ReLU a float run may switch: {self.uncertain})"
                                                  if self.uncertain else "")
@@ -346,8 +346,8 @@ class Analysis:
                 status.append("on" if lo - err >= 0 else "uncertain")
                 smag.append(max(abs(lo), abs(hi)) + err)
                 if status[-1] == "uncertain" and self.uncertain is None:
-                    self.uncertain = (f"{where}: unit {k}'s pre-activation [{show(lo)}, {show(hi)}] "
-                                      f"is within its error bound {show(err)} of 0")
+                    self.uncertain = (f"{where}: unit {k}'s pre-activation [{approx(lo)}, {approx(hi)}] "
+                                      f"is within its error bound {approx(err)} of 0")
             dz.append(err)
             rho.append(rounding)
         out = []
@@ -383,6 +383,8 @@ class Analysis:
             self._check_matrix(m, name)
         scores = A.bilinear(self.X, self.X, "hat")
         self._check_range(scores, "an attention score")
+        longest = max(len(seq) for seq in step.before) if step.before else 0
+        self._check_range(longest * max(self.X, default=ZERO), "the sum of an attention average")
         if softmax:
             self._check_range(scores / round_nearest(self.model.temperature, self.fmt), "a scaled attention score")
         if rho.exact[0] == 1 and rho.hat[0] == 1 and V.literal_zero:
@@ -405,10 +407,13 @@ class Analysis:
         self._refresh(after)
 
     def _check_matrix(self, m: Matrix, name: str) -> None:
-        """A dense scale·I + Σ u vᵀ and its product with any token stay finite."""
+        """A dense scale·I + Σ u vᵀ, its product with any token (or a mean of
+        tokens: 2X bounds one) and the low-rank intermediates v·x, u·x stay finite."""
         entry = abs(m.scale.hat[0]) + sum((max(map(abs, u.hat)) * max(map(abs, v.hat)) for u, v in m.terms), ZERO)
         self._check_range(entry, f"an entry of {name}")
         self._check_range(2 * max(m.apply_abs(self.X, "hat")), f"{name} times a token")
+        for u, v in m.terms:
+            self._check_range(2 * max(absdot(u.hat, self.X), absdot(v.hat, self.X)), f"a low-rank product of {name}")
 
     def _uniform(self, mags, errs) -> tuple:
         n = len(mags)
@@ -420,7 +425,9 @@ class Analysis:
     def _score_error(self, A: Matrix, mi, ei, xi_abs, M, E) -> fmpq:
         """A bound on |ŝ_il − s_il| for every l of the sequence (M, E its maxima)."""
         d, r = self.d, len(A.terms)
-        underflow = (r + 1) * sum(mi, ZERO) * sum(M, ZERO) + d * sum(mi, ZERO) + d * d + d + r * (2 * d + 1)
+        lowrank = sum((absdot(u.hat, M) + absdot(v.hat, mi) for u, v in A.terms), ZERO)  # v·x_i, u·x_l underflow
+        underflow = ((r + 1) * sum(mi, ZERO) * sum(M, ZERO) + d * sum(mi, ZERO) + d * lowrank
+                     + d * d + d + r * (2 * d + 1))
         return (A.bilinear(ei, M) + A.bilinear(xi_abs, E) + A.bilinear_delta(mi, M)
                 + self.fmt.gamma(2 * d + r + 2) * A.bilinear(mi, M, "hat") + underflow * self.fmt.tiny)
 
@@ -439,7 +446,7 @@ class Analysis:
             delta = up(self._score_error(A, mags[i], e, [abs(v) for v in x], M, E))
             self._check_range(A.bilinear(mags[i], M, "hat"), "an attention score")
             if att.gap is not None and not att.gap > 2 * delta:
-                raise Failed(f"{ref}: argmax gap {show(att.gap)} ≤ 2 × score error {show(delta)}")
+                raise Failed(f"{ref}: argmax gap {approx(att.gap)} ≤ 2 × score error {approx(delta)}")
             a = att.argmax[0]
             out.append((errs[a], mags[a]))  # one argmax: copied exactly
         return out
@@ -500,7 +507,9 @@ class Analysis:
         for c in range(self.d):
             terms = abs(rho.hat[0]) * mag[c] + hat[c]
             self._check_range(terms, f"coordinate {c + 1} of the attention output")
-            underflow = (len(V.terms) + 1) * sum(mm, ZERO) + self.d + 2 * len(V.terms) + 2  # dense entries, products
+            # dense entries (× |m|), the low-rank v·m (× |u|), the products
+            underflow = ((len(V.terms) + 1) * sum(mm, ZERO) + self.d * sum((abs(u.hat[c]) for u, _ in V.terms), ZERO)
+                         + self.d + 2 * len(V.terms) + 2)
             out.append(up(abs(rho.exact[0]) * e[c] + rho.delta[0] * mag[c] + applied[c] + dv[c]
                           + fmt.gamma(depth) * terms + underflow * fmt.tiny))
         return tuple(out)
@@ -542,5 +551,5 @@ def check(claim: Claim, context: Context, analysis: Analysis) -> list[str]:
     if analysis.failure is not None:
         return [f"no {claim.format.name} bound: {analysis.failure}"]
     if analysis.bound > claim.bound:
-        return [f"bound: stated {claim.bound}, the proven bound is {analysis.bound} ({show(analysis.bound)})"]
+        return [f"bound: stated {claim.bound}, the proven bound is {analysis.bound} ({approx(analysis.bound)})"]
     return []
