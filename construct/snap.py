@@ -85,7 +85,8 @@ def snap_claims(snaps: list[Snap], block: int) -> list[dict]:
 
 def snap_phase(dataset: Dataset, seqs: list[list[Vec]], leaders: list[Leader], first_block: int, per_layer: int):
     """Returns (blocks, claims, tokens after the phase, the radius left around
-    each code: r less the centre's shift). ``seqs`` are the hardmax collapse
+    each code for softmax noise: r less the centre's shift and less r/8, kept
+    for the rounding of a float run). ``seqs`` are the hardmax collapse
     outputs code·e_2; softmax must leave each within that radius of them.
     Centres are codes rounded down to a multiple of SHIFT, so every
     breakpoint is exact in binary64 and binary32 alike."""
@@ -110,4 +111,4 @@ def snap_phase(dataset: Dataset, seqs: list[list[Vec]], leaders: list[Leader], f
     for snap in snaps:
         for seq, i in snap.moves:
             after[position[seq]][i] = snap.to
-    return blocks, claims, after, r - SHIFT
+    return blocks, claims, after, r - SHIFT - r / 8

@@ -43,7 +43,8 @@ def check_bounds(ds: dict, attention: str) -> dict[str, Fraction]:
     model, dataset = bundle.construction.model, bundle.dataset
     final = exact_outputs(model, dataset)
     claims = float_claims(bundle.files)
-    assert "binary64" in claims, "a binary64 bound is always proven for such small data"
+    if attention == "hardmax" and ds["d"] >= 3:  # nothing on a hat's far side: the bound is tiny
+        assert "binary64" in claims, "a binary64 bound is always proven for such small data"
     with np.errstate(all="ignore"):
         for fmt, bound in claims.items():
             for order in ORDERS:
