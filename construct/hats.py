@@ -13,6 +13,8 @@ import random
 from bisect import bisect_left, bisect_right, insort
 from dataclasses import dataclass
 
+import numpy as np
+
 from flint import fmpq
 
 from tfcert.verify.formats import FF, SA, Block, LowRank
@@ -111,20 +113,44 @@ def hat_blocks(hats: list[Hat], per_layer: int, d: int, first_block: int,
     return blocks, claims
 
 
-def direction(values: list[Vec], d: int, attempt_start: int = 0) -> Vec:
-    """A direction w = (1, r_2, …, r_d), |r_i| ≤ 1/16 multiples of 2^-40, on
-    which the given distinct points have pairwise distinct projections. Simple
-    choices collide on small-integer data, and coarse ones on many tokens
-    (r_i = k/4096 leaves integer tokens ~10^5 possible projections), so
-    candidates come from a fixed pseudo-random sequence (deterministic) and
-    are checked exactly (sorted, not hashed: rational hashing is slow)."""
-    rng = random.Random(12345 + attempt_start)
-    for _ in range(1000):
-        w = (ONE,) + tuple(fmpq(rng.randint(-2 ** 36, 2 ** 36), 2 ** 40) for _ in range(d - 1))
+def direction(values: list[Vec], d: int) -> Vec:
+    """A direction on which the given distinct points have pairwise distinct
+    projections, chosen among fixed pseudo-random candidates (deterministic)
+    for the largest least gap relative to the spread: a float run then has
+    the most room between tokens. Entries are multiples of 2^-20 in [-1, 1]
+    (exact in binary32). Candidates are ranked in float64 (cheap; a wrong rank
+    only costs conditioning) and checked exactly (sorted, not hashed: rational
+    hashing is slow). Coarse grids can collide on many small-integer tokens,
+    so if none separates, finer candidates (2^-40) follow."""
+    rng = random.Random(12345)
+    coarse = [_candidate(rng, d, 2 ** 20) for _ in range(CANDIDATES)]
+    ranked = sorted(coarse, key=_spread_score(values, coarse, d), reverse=True)
+    for w in ranked + [_candidate(rng, d, 2 ** 40) for _ in range(1000)]:
         keys = sorted(dot(w, x) for x in values)
-        if all(a != b for a, b in zip(keys, keys[1:])):
+        if any(w) and all(a != b for a, b in zip(keys, keys[1:])):
             return w
     raise RuntimeError("no separating direction found")  # measure-zero failure: a bug
+
+
+def _candidate(rng: random.Random, d: int, grid: int) -> Vec:
+    return tuple(fmpq(rng.randint(-grid, grid), grid) for _ in range(d))
+
+
+CANDIDATES = 48
+
+
+def _spread_score(values: list[Vec], candidates: list[Vec], d: int):
+    """Key: least gap / spread of the projections, in float64 (0 where the
+    floats cannot tell, e.g. coordinates beyond float64's range)."""
+    with np.errstate(all="ignore"):
+        X = np.array([[float(v) for v in x] for x in values], dtype=np.float64).reshape(len(values), d)
+        W = np.array([[float(v) for v in w] for w in candidates], dtype=np.float64)
+        P = np.sort(X @ W.T, axis=0)
+        spread = P[-1] - P[0]
+        least = np.diff(P, axis=0).min(axis=0) if len(values) > 1 else np.ones(len(candidates))
+        score = np.where(np.isfinite(least / spread), least / spread, 0.0)
+    table = {w: float(s) for w, s in zip(candidates, score)}
+    return lambda w: table[w]
 
 
 def dyadic_near(x: fmpq, step: fmpq) -> fmpq:

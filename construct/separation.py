@@ -12,8 +12,9 @@ from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import dataclass
-from itertools import combinations, count
+from itertools import chain, combinations, count, islice
 
+import numpy as np
 from flint import fmpq
 
 from tfcert.construct.hats import Hat, Projections, direction, hat_blocks, min_gap
@@ -124,10 +125,8 @@ def separation(dataset: Dataset, seqs: list[list[Vec]], block: int) -> tuple[Pha
     ff = FF(ZERO, (scale(alpha, w), tuple(ZERO for _ in range(d))), (beta, ONE),
             tuple((a, b) for a, b in zip(e_t, e_y)))
     ts = [[alpha * dot(w, x) + beta for x in s] for s in seqs]
-    for lam in small_rationals():
-        shifted = [[t + lam * sum(row, ZERO) / len(row) for t in row] for row in ts]
-        if len({t for row in shifted for t in row}) == sum(len(row) for row in shifted):
-            break
+    lam = _shift(ts)
+    shifted = [[t + lam * sum(row, ZERO) / len(row) for t in row] for row in ts]
     sa = SA(ONE, LowRank(ZERO), LowRank(ZERO, ((scale(lam, e_t), e_t),)))
     after = [[(t, ONE) + tuple(ZERO for _ in range(d - 2)) for t in row] for row in shifted]
     keys = sorted(t for row in shifted for t in row)
@@ -136,6 +135,30 @@ def separation(dataset: Dataset, seqs: list[list[Vec]], block: int) -> tuple[Pha
               {"kind": "separation", "block": block, "direction": [str(v) for v in e_t],
                "min_gap": None if gap is None else str(gap)})
     return Phase("separation", (block, block + 1), (Block(ff, sa),), claims), after
+
+
+SHIFTS = 32
+
+
+def _shift(ts: list[list[fmpq]]) -> fmpq:
+    """λ for t + λ·t̄_j: all shifted values distinct, and among the first
+    SHIFTS small rationals the one with the largest least gap relative to the
+    spread (ranked in float64, checked exactly), for a float run's sake."""
+    means = [sum(row, ZERO) / len(row) for row in ts]
+    t = np.array([float(v) for row in ts for v in row])
+    tbar = np.array([float(mu) for row, mu in zip(ts, means) for _ in row])
+
+    def score(lam: fmpq) -> float:
+        shifted = np.sort(t + float(lam) * tbar)
+        gaps = np.diff(shifted)
+        return float(gaps.min() / (shifted[-1] - shifted[0])) if len(gaps) else 1.0
+
+    first = list(islice(small_rationals(), SHIFTS))
+    for lam in chain(sorted(first, key=score, reverse=True), small_rationals()):
+        keys = sorted(v + lam * mu for row, mu in zip(ts, means) for v in row)
+        if all(a != b for a, b in zip(keys, keys[1:])):
+            return lam
+    raise AssertionError("unreachable")
 
 
 def offset(dataset: Dataset, seqs: list[list[Vec]], block: int) -> tuple[Phase, list[list[Vec]]]:

@@ -20,3 +20,24 @@ def test_bench_quick_json(capsys, tmp_path):
     assert row["verify_over_float64"] > 0
     blocks = [r["blocks"] for r in doc["width_tradeoff"]]
     assert blocks == sorted(blocks, reverse=True) and blocks[-1] < blocks[0]
+
+
+def test_dense_forward_is_the_float_run(tmp_path):
+    """The bench's peer (batched by length, V = 0 attentions skipped) computes
+    the model: it lands within the certified binary64 bound of the targets,
+    sequences of different lengths included."""
+    import numpy as np
+    from fractions import Fraction
+
+    from tfcert.api import construct
+    from tfcert.bench import dense_forward, hausdorff
+
+    pairs = [{"input": [[i, (i * i) % 5, 1] for i in range(n)], "output": [[n, 0, 0], [0, n, 1]][:min(n, 2)]}
+             for n in (1, 3, 3, 4, 6)]
+    bundle = construct({"format": "tfcert.dataset/1", "d": 3, "pairs": pairs})
+    (bound,) = [Fraction(c["bound"]) for p in bundle.certificate["phases"] for c in p["claims"]
+                if c["kind"] == "float" and c["format"] == "binary64"]
+    inputs = [np.array(p["input"], dtype=float) for p in pairs]
+    outs = dense_forward(bundle.construction.model, inputs)
+    for out, pair in zip(outs, pairs):
+        assert hausdorff(out, np.array(pair["output"], dtype=float)) <= float(bound)

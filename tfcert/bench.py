@@ -37,24 +37,37 @@ def random_dataset(n_seq: int, n: int, m: int, d: int, seed: int = 0) -> bytes:
 
 
 def dense_forward(model: Model, sequences: list[np.ndarray]) -> list[np.ndarray]:
-    """The float64 forward pass every layer on every token, as a framework would run it."""
+    """The float64 forward pass every layer on every token, as a framework
+    would run it: sequences of one length batched into one (B, n, d) array;
+    an attention whose V is 0 and ρ = 1 is skipped (it adds exactly 0)."""
     d = model.d
+    order = sorted(range(len(sequences)), key=lambda j: len(sequences[j]))
+    batches = {}
+    for j in order:
+        batches.setdefault(len(sequences[j]), []).append(j)
+    stacks = [np.stack([sequences[j] for j in idx]) for idx in batches.values()]
     for block in model.blocks:
         ff, sa = block.ff, block.sa
         U = np.array([[float(v) for v in r] for r in ff.U]).reshape(len(ff.U), d)
         b = np.array([float(v) for v in ff.b])
         W = np.array([[float(v) for v in r] for r in ff.W]).reshape(d, len(ff.U))
+        stacks = [float(ff.eta) * X + np.maximum(X @ U.T + b, 0) @ W.T for X in stacks]
+        if sa.rho == 1 and (sa.V.scale == 0 and not sa.V.terms):
+            continue
         A, V = (float(m.scale) * np.eye(d) + sum((np.outer([float(x) for x in u], [float(x) for x in v])
                                                  for u, v in m.terms), np.zeros((d, d))) for m in (sa.A, sa.V))
         out = []
-        for X in sequences:
-            X = float(ff.eta) * X + np.maximum(X @ U.T + b, 0) @ W.T
-            S = X @ A.T @ X.T
-            P = (S == S.max(axis=1, keepdims=True)).astype(float)
-            P /= P.sum(axis=1, keepdims=True)
+        for X in stacks:
+            S = X @ A.T @ X.transpose(0, 2, 1)
+            P = (S == S.max(axis=2, keepdims=True)).astype(float)
+            P /= P.sum(axis=2, keepdims=True)
             out.append(float(sa.rho) * X + P @ X @ V.T)
-        sequences = out
-    return sequences
+        stacks = out
+    result: list[np.ndarray] = [None] * len(sequences)
+    for idx, X in zip(batches.values(), stacks):
+        for j, x in zip(idx, X):
+            result[j] = x
+    return result
 
 
 def measure(shape: tuple[int, int, int, int]) -> dict:

@@ -110,6 +110,12 @@ class Matrix:
         """Zero as stored, so the float run computes exact zeros too."""
         return self.scale.exact[0] == 0 and all(not any(u.exact) or not any(v.exact) for u, v in self.terms)
 
+    def zero_row(self, c: int) -> bool:
+        """Row c of the matrix is 0 as stored and rounded: its product with
+        anything is an exact 0 in the float run."""
+        return (self.scale.exact[0] == 0 and self.scale.hat[0] == 0
+                and all(u.exact[c] == 0 and u.hat[c] == 0 for u, _ in self.terms))
+
     def apply_abs(self, a, which: str = "exact") -> list:
         """|M|·a for a ≥ 0, with the exact or the rounded parameters."""
         s = abs(getattr(self.scale, which)[0])
@@ -199,7 +205,7 @@ class Analysis:
     def _mag(self, x, e) -> list:
         """Per coordinate: a bound on |x̂| (and on |x| over the enclosure)."""
         if is_point(x):
-            return [up(abs(v) + ej) for v, ej in zip(x, e)]
+            return [up(abs(v) + ej) if v or ej else ZERO for v, ej in zip(x, e)]
         return [up(max(abs(lo), abs(hi)) + ei) for (lo, hi), ei in
                 ((coordinate_range(x, j), e[j]) for j in range(self.d))]
 
@@ -229,8 +235,10 @@ class Analysis:
             block = self.model.blocks[k]
             if layer == "ff":
                 ff = block.ff
+                W = tuple(Rounded(r, self.fmt) for r in ff.W)
+                writers = tuple(tuple(k for k, (w, h) in enumerate(zip(row.exact, row.hat)) if w or h) for row in W)
                 self._blocks[key] = (Rounded((ff.eta,), self.fmt), tuple(Rounded(r, self.fmt) for r in ff.U),
-                                     Rounded(ff.b, self.fmt), tuple(Rounded(r, self.fmt) for r in ff.W))
+                                     Rounded(ff.b, self.fmt), W, writers)
             else:
                 sa = block.sa
                 self._blocks[key] = (Rounded((sa.rho,), self.fmt), matrix(sa.A, self.fmt), matrix(sa.V, self.fmt))
@@ -264,7 +272,7 @@ class Analysis:
     # ---- feed-forward
 
     def _ff(self, step, before, after, where: str) -> None:
-        eta, U, b, W = self._rounded(step.block, "ff")
+        eta, U, b, W, writers = self._rounded(step.block, "ff")
         fmt = self.fmt
         unit_err = []  # global δz per unit: bounds every token's pre-activation error
         for k, (row, bk) in enumerate(zip(U, b.hat)):
@@ -275,7 +283,7 @@ class Analysis:
                             + fmt.gamma(max(c, 1)) * scaled + c * fmt.tiny)
         todo = self._ff_reach(step, before, U, b, W, eta, unit_err)
         for g in todo:
-            self.err[g] = self._ff_token(before[g], self.err[g], eta, U, b, W, f"{where}: token {self._ref(g)}")
+            self.err[g] = self._ff_token(before[g], self.err[g], eta, U, b, W, writers, lambda: f"{where}: token {self._ref(g)}")
         if len(todo) == len(before):
             self._refresh(after)
         else:
@@ -325,7 +333,9 @@ class Analysis:
             a_lo, a_hi, y = -a_hi, -a_lo, -y
         return a_lo >= y / 2 and a_hi <= 2 * y and a_lo >= self.fmt.normal
 
-    def _ff_token(self, x, e, eta, U, b, W, where: str) -> tuple:
+    def _ff_token(self, x, e, eta, U, b, W, writers, where) -> tuple:
+        """``writers[i]``: the units with a nonzero weight on output coordinate i
+        (exact or rounded); ``where()`` names the token for a message."""
         fmt, d = self.fmt, self.d
         mag = self._mag(x, e)
         status, dz, rho, smag = [], [], [], []
@@ -346,21 +356,24 @@ class Analysis:
                 status.append("on" if lo - err >= 0 else "uncertain")
                 smag.append(max(abs(lo), abs(hi)) + err)
                 if status[-1] == "uncertain" and self.uncertain is None:
-                    self.uncertain = (f"{where}: unit {k}'s pre-activation [{approx(lo)}, {approx(hi)}] "
+                    self.uncertain = (f"{where()}: unit {k}'s pre-activation [{approx(lo)}, {approx(hi)}] "
                                       f"is within its error bound {approx(err)} of 0")
             dz.append(err)
             rho.append(rounding)
+        copy = eta.exact[0] == 1 and eta.hat[0] == 1
         out = []
         for i in range(d):
+            live = [k for k in writers[i] if status[k] != "off"]
+            if copy and not live:
+                out.append(e[i])  # x̂_i + 0 + … + 0 = x̂_i exactly: every other term is 0·relu or Ŵ·0
+                continue
             row_m = [eta.exact[0] if j == i else ZERO for j in range(d)]
             total = abs(eta.delta[0]) * mag[i]
             terms = abs(eta.hat[0]) * mag[i]
             count = int(eta.hat[0] != 0)
-            for k, st in enumerate(status):
-                if st == "off":
-                    continue
+            for k in live:
                 w, wd, wh = W[i].exact[k], W[i].delta[k], W[i].hat[k]
-                if st == "on":
+                if status[k] == "on":
                     if w:
                         row_m = [m + w * u for m, u in zip(row_m, U[k].exact)]
                         total += abs(w) * rho[k]
@@ -503,15 +516,19 @@ class Analysis:
         dv = V.apply_delta(mm)
         hat = V.apply_abs(mm, "hat")
         depth = self.d + len(V.terms) + 3
+        copy = rho.exact[0] == 1 and rho.hat[0] == 1
+        # dense entries (× |m|), the low-rank v·m (× |u|), the products
+        underflow = (len(V.terms) + 1) * sum(mm, ZERO) + self.d + 2 * len(V.terms) + 2
         out = []
         for c in range(self.d):
+            if copy and V.zero_row(c):
+                out.append(e[c])  # x̂_c + 0 exactly: every entry of V's row c is 0, exact and rounded
+                continue
             terms = abs(rho.hat[0]) * mag[c] + hat[c]
             self._check_range(terms, f"coordinate {c + 1} of the attention output")
-            # dense entries (× |m|), the low-rank v·m (× |u|), the products
-            underflow = ((len(V.terms) + 1) * sum(mm, ZERO) + self.d * sum((abs(u.hat[c]) for u, _ in V.terms), ZERO)
-                         + self.d + 2 * len(V.terms) + 2)
+            low_rank = self.d * sum((abs(u.hat[c]) for u, _ in V.terms), ZERO)
             out.append(up(abs(rho.exact[0]) * e[c] + rho.delta[0] * mag[c] + applied[c] + dv[c]
-                          + fmt.gamma(depth) * terms + underflow * fmt.tiny))
+                          + fmt.gamma(depth) * terms + (underflow + low_rank) * fmt.tiny))
         return tuple(out)
 
 
