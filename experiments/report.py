@@ -1,6 +1,6 @@
 """Results: tables (text and Markdown), a JSON document and a PNG plot.
 
-A ``Result`` is what an experiment concludes from its records (jobs.py): InfoFlow's claim, the
+A ``Result`` is what an experiment concludes from its records (jobs.py): the claim tested, the
 agreement criterion (fixed in the code before any run, printed with every table), what this run
 can and cannot show in plain words, the tables, machine-readable rows with their verdicts, and
 the records themselves.
@@ -80,7 +80,7 @@ class Result:
     experiment: str
     quick: bool
     device: str
-    claim: str  # InfoFlow's prediction in words
+    claim: str  # the prediction tested, in words (InfoFlow's unless ``claimant`` says otherwise)
     criterion: str  # what "agrees" means, fixed before running
     scope: str  # what this run can and cannot show, in plain words
     verdict: str
@@ -90,6 +90,9 @@ class Result:
     series: tuple[Series, ...]
     records: tuple[dict, ...] = field(default=(), repr=False)
     log_x: bool = False
+    claimant: str = "InfoFlow"  # whose claim is tested
+    y_label: str = "held-out NMSE"
+    baseline: float | None = 1.0  # a reference line (NMSE 1: predicting the mean)
 
     def to_json(self, files: dict[str, str], meta: dict | None = None) -> dict:
         return {"experiment": self.experiment, "quick": self.quick, "device": self.device,
@@ -100,7 +103,7 @@ class Result:
 
 def _header(result: Result) -> list[str]:
     mode = "quick mode" if result.quick else "full mode"
-    return [f"{result.experiment} ({mode}; {result.device})", f"InfoFlow: {result.claim}",
+    return [f"{result.experiment} ({mode}; {result.device})", f"{result.claimant}: {result.claim}",
             f"agreement criterion (fixed before running): {result.criterion}",
             f"what this run can show: {result.scope}"]
 
@@ -116,7 +119,7 @@ def markdown(result: Result) -> str:
 
 
 def plot(result: Result, path: Path) -> None:
-    """NMSE (log scale; geometric mean over seeds, bars from least to greatest) per series."""
+    """The y values (log scale; NMSE: geometric mean over seeds, bars from least to greatest) per series."""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -130,7 +133,8 @@ def plot(result: Result, path: Path) -> None:
         err = [[max(0.0, p.mean - p.lo) for _, p in points], [max(0.0, p.hi - p.mean) for _, p in points]]
         ax.errorbar(xs, ys, yerr=err, marker="o", markersize=3, capsize=2, linewidth=1,
                     linestyle=styles[(i // 10) % len(styles)], label=s.name)
-    ax.axhline(1.0, color="grey", linestyle="--", linewidth=0.8)
+    if result.baseline is not None:
+        ax.axhline(result.baseline, color="grey", linestyle="--", linewidth=0.8)
     ax.set_yscale("log")
     if result.log_x:
         ax.set_xscale("log")
@@ -138,7 +142,7 @@ def plot(result: Result, path: Path) -> None:
         from matplotlib.ticker import MaxNLocator
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax.set_xlabel(result.x_label)
-    ax.set_ylabel("held-out NMSE")
+    ax.set_ylabel(result.y_label)
     ax.set_title(f"{result.experiment}{' (quick)' if result.quick else ''}")
     ax.legend(fontsize=6, ncol=2)
     fig.tight_layout()
