@@ -142,8 +142,11 @@ CANDIDATES = 48
 def _spread_score(values: list[Vec], candidates: list[Vec], d: int):
     """Key: least gap / spread of the projections, in float64 (0 where the
     floats cannot tell, e.g. coordinates beyond float64's range)."""
-    with np.errstate(all="ignore"):
+    try:
         X = np.array([[float(v) for v in x] for x in values], dtype=np.float64).reshape(len(values), d)
+    except OverflowError:  # coordinates beyond float64: no ranking
+        return lambda w: 0.0
+    with np.errstate(all="ignore"):
         W = np.array([[float(v) for v in w] for w in candidates], dtype=np.float64)
         P = np.sort(X @ W.T, axis=0)
         spread = P[-1] - P[0]
