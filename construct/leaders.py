@@ -110,17 +110,24 @@ def direction_of(beta: fmpq, d: int) -> Vec:
 
 
 def kill_block(index: Projections, refs: list[tuple[int, int]], top: fmpq, floor: fmpq, d: int, g: Vec):
-    """An FF of one unit σ(g·x − θ) that sends the tokens ``refs`` — the only
-    ones with g·x > θ, all above ``top`` — down along t, below ``floor`` − 1:
-    a sequence's leftovers, out of reach of every later hat. Returns (block,
-    their new g·x)."""
+    """An FF of two units, (K/h)·(σ(g·x − θ) − σ(g·x − θ − h)), subtracted
+    from t: the tokens ``refs`` — the only ones with g·x > θ, all at least
+    θ + 2h, above ``top`` — all move down by the same K, below ``floor`` − 1,
+    out of reach of every later hat. The drop is flat on them (both units
+    on, their slopes cancel), so a float run moves each by K up to rounding
+    and its error in t passes through unmagnified. θ and h are dyadic.
+    Returns (block, their new g·x)."""
     values = [index.value[r] for r in refs]
-    theta = (min(values) + top) / 2
-    k = ONE
-    while max(v - k * (v - theta) for v in values) > floor - 1:
-        k *= 2
-    W = tuple((-k,) if i == 0 else (ZERO,) for i in range(d))
-    return Block(FF(ONE, (g,), (-theta,), W), identity_sa()), {r: v - k * (v - theta) for r, v in zip(refs, values)}
+    low = min(values)
+    step = fmpq(1)
+    while step > (low - top) / 8:
+        step /= 2
+    theta = dyadic_near((low + top) / 2, step)  # top < θ ≤ (low + top)/2: θ + 2h ≤ low
+    h = step
+    drop = max(values) - floor + 1
+    W = tuple((-drop / h, drop / h) if i == 0 else (ZERO, ZERO) for i in range(d))
+    ff = FF(ONE, (g, g), (-theta, -theta - h), W)
+    return Block(ff, identity_sa()), {r: v - drop for r, v in zip(refs, values)}
 
 
 def leader_phase(dataset: Dataset, seqs: list[list[Vec]], first_block: int, per_layer: int, kill: bool):

@@ -76,15 +76,6 @@ def parse(raw: dict, where: str, context: Context) -> Claim:
 
 # ---------------------------------------------------------------- small vector bounds
 
-def absdot(a, b) -> fmpq:
-    """Σ |a_j|·|b_j| (b already non-negative)."""
-    total = ZERO
-    for x, y in zip(a, b):
-        if x != 0 and y != 0:
-            total += abs(x) * y
-    return total
-
-
 def nonzero(v) -> int:
     return sum(1 for x in v if x != 0)
 
@@ -97,6 +88,16 @@ class Rounded:
         self.exact = tuple(values)
         self.hat = tuple(round_nearest(v, fmt) for v in self.exact)
         self.delta = tuple(abs(h - v) for h, v in zip(self.hat, self.exact))
+        self.support = tuple(j for j, (v, h) in enumerate(zip(self.exact, self.hat)) if v or h)
+
+    def absdot(self, which: str, b) -> fmpq:
+        """Σ |self_j|·b_j over the entries that are not 0 (exact or rounded), b ≥ 0."""
+        values = getattr(self, which)
+        total = ZERO
+        for j in self.support:
+            if b[j]:
+                total += abs(values[j]) * b[j]
+        return total
 
 
 @dataclass(frozen=True)
@@ -121,7 +122,7 @@ class Matrix:
         s = abs(getattr(self.scale, which)[0])
         out = [s * x for x in a]
         for u, v in self.terms:
-            c = absdot(getattr(v, which), a)
+            c = v.absdot(which, a)
             if c:
                 out = [o + abs(ui) * c for o, ui in zip(out, getattr(u, which))]
         return out
@@ -130,7 +131,7 @@ class Matrix:
         """A bound on |(M̂ − M)|·a."""
         out = [self.scale.delta[0] * x for x in a]
         for u, v in self.terms:
-            c1, c2 = absdot(v.hat, a), absdot(v.delta, a)
+            c1, c2 = v.absdot("hat", a), v.absdot("delta", a)
             out = [o + ud * c1 + abs(ue) * c2 for o, ud, ue in zip(out, u.delta, u.exact)]
         return out
 
@@ -138,13 +139,13 @@ class Matrix:
         """B(a, b) = |scale|·a·b + Σ (|v|·a)(|u|·b): bounds |⟨M x, y⟩| for |x| ≤ a, |y| ≤ b."""
         total = abs(getattr(self.scale, which)[0]) * sum((x * y for x, y in zip(a, b)), ZERO)
         for u, v in self.terms:
-            total += absdot(getattr(v, which), a) * absdot(getattr(u, which), b)
+            total += v.absdot(which, a) * u.absdot(which, b)
         return total
 
     def bilinear_delta(self, a, b) -> fmpq:
         total = self.scale.delta[0] * sum((x * y for x, y in zip(a, b)), ZERO)
         for u, v in self.terms:
-            total += absdot(v.delta, a) * absdot(u.hat, b) + absdot(v.exact, a) * absdot(u.delta, b)
+            total += v.absdot("delta", a) * u.absdot("hat", b) + v.absdot("exact", a) * u.absdot("delta", b)
         return total
 
 
@@ -189,7 +190,7 @@ class Analysis:
             self.err = [self._input_error(x) for x in flat]
         except OverflowError as exc:
             self.failure = f"the input does not fit {fmt.name}: {exc}"
-            self.err = []
+            self.err, flat = [], []
         self._refresh(flat)
 
     # ---- helpers
@@ -210,14 +211,20 @@ class Analysis:
                 ((coordinate_range(x, j), e[j]) for j in range(self.d))]
 
     def _refresh(self, flat) -> None:
-        """Global per-coordinate maxima of |x̂| and of the errors."""
+        """Every token's magnitude bound (``mag``, kept beside ``err`` until
+        the token or its error changes) and the global per-coordinate maxima
+        of |x̂| and of the errors."""
+        self.mag = [None] * len(flat)
         self.X = [ZERO] * self.d
         self.E = [ZERO] * self.d
-        for x, e in zip(flat, self.err):
-            self._widen(x, e)
+        for g, x in enumerate(flat):
+            self._widen(g, x)
 
-    def _widen(self, x, e) -> None:
-        for j, (m, ej) in enumerate(zip(self._mag(x, e), e)):
+    def _widen(self, g: int, x) -> None:
+        """Token g is now x with error err[g]: its magnitude, and the maxima."""
+        e = self.err[g]
+        self.mag[g] = self._mag(x, e)
+        for j, (m, ej) in enumerate(zip(self.mag[g], e)):
             if m > self.X[j]:
                 self.X[j] = m
             if ej > self.E[j]:
@@ -277,18 +284,19 @@ class Analysis:
         unit_err = []  # global δz per unit: bounds every token's pre-activation error
         for k, (row, bk) in enumerate(zip(U, b.hat)):
             c = nonzero(row.hat) + (bk != 0)
-            scaled = absdot(row.hat, self.X) + abs(bk)
+            scaled = row.absdot("hat", self.X) + abs(bk)
             self._check_range(scaled, f"unit {k}'s pre-activation")
-            unit_err.append(absdot(row.delta, self.X) + absdot(row.exact, self.E) + b.delta[k]
+            unit_err.append(row.absdot("delta", self.X) + row.absdot("exact", self.E) + b.delta[k]
                             + fmt.gamma(max(c, 1)) * scaled + c * fmt.tiny)
         todo = self._ff_reach(step, before, U, b, W, eta, unit_err)
         for g in todo:
-            self.err[g] = self._ff_token(before[g], self.err[g], eta, U, b, W, writers, lambda: f"{where}: token {self._ref(g)}")
+            self.err[g] = self._ff_token(before[g], self.err[g], self.mag[g], eta, U, b, W, writers,
+                                         lambda: f"{where}: token {self._ref(g)}")
         if len(todo) == len(before):
             self._refresh(after)
         else:
             for g in todo:
-                self._widen(after[g], self.err[g])
+                self._widen(g, after[g])
 
     def _ff_reach(self, step, before, U, b, W, eta, unit_err) -> list[int]:
         """Tokens that some unit may reach: every other token has all its
@@ -333,11 +341,11 @@ class Analysis:
             a_lo, a_hi, y = -a_hi, -a_lo, -y
         return a_lo >= y / 2 and a_hi <= 2 * y and a_lo >= self.fmt.normal
 
-    def _ff_token(self, x, e, eta, U, b, W, writers, where) -> tuple:
-        """``writers[i]``: the units with a nonzero weight on output coordinate i
-        (exact or rounded); ``where()`` names the token for a message."""
+    def _ff_token(self, x, e, mag, eta, U, b, W, writers, where) -> tuple:
+        """``mag``: the token's magnitude bound; ``writers[i]``: the units with a
+        nonzero weight on output coordinate i (exact or rounded); ``where()``
+        names the token for a message."""
         fmt, d = self.fmt, self.d
-        mag = self._mag(x, e)
         status, dz, rho, smag = [], [], [], []
         for k, row in enumerate(U):
             lo, hi = projection_range(x, row.exact, None)
@@ -346,9 +354,9 @@ class Analysis:
                 rounding = b.delta[k]
             else:
                 c = nonzero(row.hat) + (b.hat[k] != 0)
-                scaled = absdot(row.hat, mag) + abs(b.hat[k])
-                rounding = absdot(row.delta, mag) + b.delta[k] + fmt.gamma(max(c, 1)) * scaled + c * fmt.tiny
-            err = absdot(row.exact, e) + rounding
+                scaled = row.absdot("hat", mag) + abs(b.hat[k])
+                rounding = row.absdot("delta", mag) + b.delta[k] + fmt.gamma(max(c, 1)) * scaled + c * fmt.tiny
+            err = row.absdot("exact", e) + rounding
             if hi + err <= 0:
                 status.append("off")
                 smag.append(ZERO)
@@ -361,21 +369,22 @@ class Analysis:
             dz.append(err)
             rho.append(rounding)
         copy = eta.exact[0] == 1 and eta.hat[0] == 1
+        carried = [j for j in range(d) if e[j]]
         out = []
         for i in range(d):
             live = [k for k in writers[i] if status[k] != "off"]
             if copy and not live:
                 out.append(e[i])  # x̂_i + 0 + … + 0 = x̂_i exactly: every other term is 0·relu or Ŵ·0
                 continue
-            row_m = [eta.exact[0] if j == i else ZERO for j in range(d)]
             total = abs(eta.delta[0]) * mag[i]
             terms = abs(eta.hat[0]) * mag[i]
             count = int(eta.hat[0] != 0)
+            on = []
             for k in live:
                 w, wd, wh = W[i].exact[k], W[i].delta[k], W[i].hat[k]
                 if status[k] == "on":
                     if w:
-                        row_m = [m + w * u for m, u in zip(row_m, U[k].exact)]
+                        on.append(k)
                         total += abs(w) * rho[k]
                 else:
                     total += abs(w) * dz[k]
@@ -383,7 +392,10 @@ class Analysis:
                 terms += abs(wh) * smag[k]
                 count += wh != 0
             self._check_range(terms, f"coordinate {i + 1} of the FF output")
-            total += absdot(row_m, e) + fmt.gamma(max(count, 1)) * terms + count * fmt.tiny
+            for j in carried:  # |M|·e, M's row i = η e_i + Σ_on W_ik U_k, where e ≠ 0
+                m = (eta.exact[0] if j == i else ZERO) + sum((W[i].exact[k] * U[k].exact[j] for k in on), ZERO)
+                total += abs(m) * e[j]
+            total += fmt.gamma(max(count, 1)) * terms + count * fmt.tiny
             out.append(up(total))
         return tuple(out)
 
@@ -406,7 +418,7 @@ class Analysis:
         for j, seq in enumerate(step.before):
             o = self.offsets[j]
             errs = self.err[o:o + len(seq)]
-            mags = [self._mag(x, e) for x, e in zip(seq, errs)]
+            mags = self.mag[o:o + len(seq)]
             if A.literal_zero and not softmax:
                 means = [self._uniform(mags, errs)] * len(seq)
             elif softmax:
@@ -426,7 +438,7 @@ class Analysis:
         self._check_range(entry, f"an entry of {name}")
         self._check_range(2 * max(m.apply_abs(self.X, "hat")), f"{name} times a token")
         for u, v in m.terms:
-            self._check_range(2 * max(absdot(u.hat, self.X), absdot(v.hat, self.X)), f"a low-rank product of {name}")
+            self._check_range(2 * max(u.absdot("hat", self.X), v.absdot("hat", self.X)), f"a low-rank product of {name}")
 
     def _uniform(self, mags, errs) -> tuple:
         n = len(mags)
@@ -438,7 +450,7 @@ class Analysis:
     def _score_error(self, A: Matrix, mi, ei, xi_abs, M, E) -> fmpq:
         """A bound on |ŝ_il − s_il| for every l of the sequence (M, E its maxima)."""
         d, r = self.d, len(A.terms)
-        lowrank = sum((absdot(u.hat, M) + absdot(v.hat, mi) for u, v in A.terms), ZERO)  # v·x_i, u·x_l underflow
+        lowrank = sum((u.absdot("hat", M) + v.absdot("hat", mi) for u, v in A.terms), ZERO)  # v·x_i, u·x_l underflow
         underflow = ((r + 1) * sum(mi, ZERO) * sum(M, ZERO) + d * sum(mi, ZERO) + d * lowrank
                      + d * d + d + r * (2 * d + 1))
         return (A.bilinear(ei, M) + A.bilinear(xi_abs, E) + A.bilinear_delta(mi, M)
@@ -516,13 +528,13 @@ class Analysis:
         dv = V.apply_delta(mm)
         hat = V.apply_abs(mm, "hat")
         depth = self.d + len(V.terms) + 3
-        copy = rho.exact[0] == 1 and rho.hat[0] == 1
+        plain = rho.exact[0] == rho.hat[0] and rho.hat[0] in (0, 1)  # ρ̂ x̂_c is x̂_c or 0, exactly
         # dense entries (× |m|), the low-rank v·m (× |u|), the products
         underflow = (len(V.terms) + 1) * sum(mm, ZERO) + self.d + 2 * len(V.terms) + 2
         out = []
         for c in range(self.d):
-            if copy and V.zero_row(c):
-                out.append(e[c])  # x̂_c + 0 exactly: every entry of V's row c is 0, exact and rounded
+            if plain and V.zero_row(c):  # every entry of V's row c is 0, exact and rounded: x̂_c + 0 or 0 + 0
+                out.append(e[c] if rho.hat[0] == 1 else ZERO)
                 continue
             terms = abs(rho.hat[0]) * mag[c] + hat[c]
             self._check_range(terms, f"coordinate {c + 1} of the attention output")
