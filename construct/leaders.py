@@ -156,12 +156,15 @@ def leader_phase(dataset: Dataset, seqs: list[list[Vec]], first_block: int, per_
     def hat(leader: Leader) -> Hat:
         source = seqs[position[leader.sequence]][leader.token]
         k = bisect_left(keys, source[0])
-        gap = min_gap(keys[max(k - 1, 0):k + 2]) or ONE
-        eps = fmpq(1, 4)  # ≤ 1/4: a window never reaches the placed leaders and leftovers 1 below every t
-        while eps > gap / 4:
+        gap = min(min_gap(keys[max(k - 1, 0):k + 2]) or ONE, ONE)  # ≤ 1: windows stay clear of placed leaders
+        eps = fmpq(1, 16)
+        while eps > gap / 16:
             eps /= 2
+        # the widest plateau that keeps half the gap to each neighbour: a float run's error in t
+        # (the interval layer's λ magnifies it) may reach almost 0.36·gap
+        flat = fmpq(int(((gap / 2 - eps - eps / 8) / eps).floor())) * eps
         return Hat(g, dyadic_near(dot(g, source), eps / 8), eps, sub(leader.point, source),
-                   ((leader.sequence, leader.token),), leader.point, flat=eps / 2)
+                   ((leader.sequence, leader.token),), leader.point, flat=flat)
 
     def t_of(leader: Leader) -> fmpq:
         return seqs[position[leader.sequence]][leader.token][0]

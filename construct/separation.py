@@ -164,19 +164,18 @@ def _shift(ts: list[list[fmpq]]) -> fmpq:
 def offset(dataset: Dataset, seqs: list[list[Vec]], block: int) -> tuple[Phase, list[list[Vec]]]:
     """One block whose SA moves every sequence to an interval of its own:
     each token attends (hardmax; score = its anchor 1 times the other's t) to
-    its sequence's largest t, M_j, and adds λ·M_j with λ twice the least
-    power of two that makes the intervals disjoint, ordered by M_j — so they
-    lie apart by more than a float run's error in t, which grows with λ. The
-    copy is exact in a float run too, and λ·M_j is one rounding. Then the
-    leader phase can treat one sequence at a time with nothing but its own
-    tokens above it."""
+    its sequence's largest t, M_j, and adds λ·M_j with λ the least power of
+    two that puts the intervals, ordered by M_j, a quarter of a spread apart
+    (a float run's error in t grows with λ: no larger than that). The copy is
+    exact in a float run too, and λ·M_j is one rounding. Then the leader
+    phase can treat one sequence at a time with nothing but its own tokens
+    above it."""
     d = dataset.d
     e_t, e_y = unit(d, 0), unit(d, 1)
     tops = sorted(((max(x[0] for x in s), min(x[0] for x in s)) for s in seqs), reverse=True)
-    lam = ONE
-    while any(lam * (hi - hi2) <= hi2 - lo for (hi, lo), (hi2, _) in zip(tops, tops[1:])):
+    lam = ONE  # consecutive intervals at least a quarter of the lower one's spread apart
+    while any(lam * (hi - hi2) <= hi2 - lo + (hi2 - lo2) / 4 for (hi, lo), (hi2, lo2) in zip(tops, tops[1:])):
         lam *= 2
-    lam *= 2  # twice the least: consecutive intervals then lie at least a sequence's spread apart
     sa = SA(ONE, LowRank(ZERO, ((e_t, e_y),)), LowRank(ZERO, ((scale(lam, e_t), e_t),)))
     table, after = [], []
     for s in seqs:

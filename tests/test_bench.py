@@ -23,9 +23,9 @@ def test_bench_quick_json(capsys, tmp_path):
 
 
 def test_dense_forward_is_the_float_run(tmp_path):
-    """The bench's peer (batched by length, V = 0 attentions skipped) computes
-    the model: it lands within the certified binary64 bound of the targets,
-    sequences of different lengths included."""
+    """The bench's peer (reads the files, batches by length, skips V = 0
+    attentions) computes the model: it lands within the certified binary64
+    bound of the targets, sequences of different lengths included."""
     import numpy as np
     from fractions import Fraction
 
@@ -37,7 +37,6 @@ def test_dense_forward_is_the_float_run(tmp_path):
     bundle = construct({"format": "tfcert.dataset/1", "d": 3, "pairs": pairs})
     (bound,) = [Fraction(c["bound"]) for p in bundle.certificate["phases"] for c in p["claims"]
                 if c["kind"] == "float" and c["format"] == "binary64"]
-    inputs = [np.array(p["input"], dtype=float) for p in pairs]
-    outs = dense_forward(bundle.construction.model, inputs)
+    outs = dense_forward(bundle.files["model.json"], bundle.files["dataset.json"])
     for out, pair in zip(outs, pairs):
         assert hausdorff(out, np.array(pair["output"], dtype=float)) <= float(bound)

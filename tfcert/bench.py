@@ -36,34 +36,53 @@ def random_dataset(n_seq: int, n: int, m: int, d: int, seed: int = 0) -> bytes:
     return dumps({"format": "tfcert.dataset/1", "d": d, "pairs": pairs})
 
 
-def dense_forward(model: Model, sequences: list[np.ndarray]) -> list[np.ndarray]:
-    """The float64 forward pass every layer on every token, as a framework
-    would run it: sequences of one length batched into one (B, n, d) array;
-    an attention whose V is 0 and ρ = 1 is skipped (it adds exactly 0)."""
-    d = model.d
-    order = sorted(range(len(sequences)), key=lambda j: len(sequences[j]))
-    batches = {}
-    for j in order:
-        batches.setdefault(len(sequences[j]), []).append(j)
+def _float(s) -> float:
+    """A number of the model format as float64, correctly rounded (int / int is)."""
+    if isinstance(s, str) and "/" in s:
+        p, q = s.split("/")
+        return int(p) / int(q)
+    return float(s)
+
+
+def _matrix(m: dict, d: int) -> np.ndarray:
+    out = _float(m["scale"]) * np.eye(d)
+    for term in m["low_rank"]:
+        out += np.outer([_float(x) for x in term["u"]], [_float(x) for x in term["v"]])
+    return out
+
+
+def dense_forward(model_raw: bytes, dataset_raw: bytes) -> list[np.ndarray]:
+    """The peer: read model.json and dataset.json as a framework user would
+    (JSON, each number to float64) and run every layer on every token in
+    float64 — hardmax; sequences of one length batched into one (B, n, d)
+    array; an attention whose V is 0 and ρ = 1 skipped (it adds exactly 0).
+    Returns the output of each pair, in file order."""
+    model, pairs = json.loads(model_raw), json.loads(dataset_raw)["pairs"]
+    d = model["d"]
+    sequences = [np.array([[_float(v) for v in t] for t in p["input"]]).reshape(len(p["input"]), d) for p in pairs]
+    batches: dict[int, list[int]] = {}
+    for j, x in enumerate(sequences):
+        batches.setdefault(len(x), []).append(j)
     stacks = [np.stack([sequences[j] for j in idx]) for idx in batches.values()]
-    for block in model.blocks:
-        ff, sa = block.ff, block.sa
-        U = np.array([[float(v) for v in r] for r in ff.U]).reshape(len(ff.U), d)
-        b = np.array([float(v) for v in ff.b])
-        W = np.array([[float(v) for v in r] for r in ff.W]).reshape(d, len(ff.U))
-        stacks = [float(ff.eta) * X + np.maximum(X @ U.T + b, 0) @ W.T for X in stacks]
-        if sa.rho == 1 and (sa.V.scale == 0 and not sa.V.terms):
+    for block in model["blocks"]:
+        ff, sa = block["ff"], block["sa"]
+        U = np.array([[_float(v) for v in r] for r in ff["U"]]).reshape(len(ff["U"]), d)
+        b = np.array([_float(v) for v in ff["b"]])
+        W = np.array([[_float(v) for v in r] for r in ff["W"]]).reshape(d, len(ff["U"]))
+        eta = _float(ff["eta"])
+        stacks = [eta * X + np.maximum(X @ U.T + b, 0) @ W.T for X in stacks]
+        rho = _float(sa["rho"])
+        if rho == 1 and _float(sa["V"]["scale"]) == 0 and not sa["V"]["low_rank"]:
             continue
-        A, V = (float(m.scale) * np.eye(d) + sum((np.outer([float(x) for x in u], [float(x) for x in v])
-                                                 for u, v in m.terms), np.zeros((d, d))) for m in (sa.A, sa.V))
+        A, V = _matrix(sa["A"], d), _matrix(sa["V"], d)
         out = []
         for X in stacks:
             S = X @ A.T @ X.transpose(0, 2, 1)
             P = (S == S.max(axis=2, keepdims=True)).astype(float)
             P /= P.sum(axis=2, keepdims=True)
-            out.append(float(sa.rho) * X + P @ X @ V.T)
+            out.append(rho * X + P @ X @ V.T)
         stacks = out
-    result: list[np.ndarray] = [None] * len(sequences)
+    result: list = [None] * len(sequences)
     for idx, X in zip(batches.values(), stacks):
         for j, x in zip(idx, X):
             result[j] = x
@@ -80,11 +99,11 @@ def measure(shape: tuple[int, int, int, int]) -> dict:
     cert = dumps(certificate(construction, dataset, model, raw))
     t_construct = time.perf_counter() - start
     start = time.perf_counter()
-    report = verify(parse_document("model.json", model), dataset_doc, parse_document("certificate.json", cert))
+    report = verify(parse_document("model.json", model), parse_document("dataset.json", raw),
+                    parse_document("certificate.json", cert))  # from the bytes, as the peer reads them
     t_verify = time.perf_counter() - start
-    inputs = [np.array([[float(v) for v in t] for t in p.input]) for p in dataset.pairs]
     start = time.perf_counter()
-    dense_forward(construction.model, inputs)
+    dense_forward(model, raw)
     t_float = time.perf_counter() - start
     n_seq, n, m, d = shape
     return {"N": n_seq, "n": n, "m": m, "d": d, "blocks": len(construction.model.blocks),
