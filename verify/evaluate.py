@@ -22,7 +22,7 @@ from flint import arb, ctx, fmpq
 from tfcert.verify.enclose import (PREC, Noise, Path, Token, as_balls, axis_of, bounds, box, is_point, noise,
                                    noise_bound, path, projection_range, rank_one, softmax_ball)
 from tfcert.verify.formats import FF, SA, LowRank, Model
-from tfcert.verify.numbers import Vec, add, bounded, dot, scale, sub, zero
+from tfcert.verify.numbers import Vec, add, bounded, dot, key, scale, sub, zero
 
 ZERO = fmpq(0)
 ONE = fmpq(1)
@@ -214,11 +214,11 @@ def ff_support(ff: FF) -> list[Support]:
     """
     if ff.eta != 1:
         return [Support(None)]
-    groups: OrderedDict[Vec, list[int]] = OrderedDict()
+    groups: OrderedDict[str, tuple[Vec, list[int]]] = OrderedDict()
     for j, row in enumerate(ff.U):
-        groups.setdefault(row, []).append(j)
+        groups.setdefault(key(row), (row, []))[1].append(j)
     out = []
-    for row, units in groups.items():
+    for row, units in groups.values():
         cols = [tuple(w[j] for w in ff.W) for j in units]
         if all(all(c == 0 for c in col) for col in cols):
             continue
@@ -279,7 +279,7 @@ class Step:
     shape: tuple[int, ...]
     attention: tuple[tuple[Attention, ...], ...] | None = None
     uniform: bool = False
-    sorted_before: dict | None = None  # direction -> (keys, ids) before an FF layer
+    sorted_before: dict | None = None  # key(direction) -> (keys, ids) before an FF layer
     noise: tuple[tuple[Noise, ...], ...] | None = None  # softmax, V = u vᵀ on points: every token's noise
     below: bool = False  # softmax enclosures hold at every temperature up to the model's
     exact: bool = True  # every token before and after the layer is an exact point
@@ -294,8 +294,8 @@ class Step:
 
     def projections(self, direction: Vec) -> tuple[list[fmpq], list[int]]:
         """Flat token ids sorted by projection on ``direction`` before the layer."""
-        if self.sorted_before and direction in self.sorted_before:
-            return self.sorted_before[direction]
+        if self.sorted_before and key(direction) in self.sorted_before:
+            return self.sorted_before[key(direction)]
         pairs = sorted((dot(direction, x), g) for g, x in enumerate(self.flat_before))
         return [v for v, _ in pairs], [g for _, g in pairs]
 
@@ -331,19 +331,20 @@ class Replay:
         self.lengths = [len(s) for s in sequences]
         self.tokens: list = flat
         self.points = True  # every token is an exact point (not a softmax enclosure)
-        self.index: OrderedDict[Vec, _Projections] = OrderedDict()
+        self.index: OrderedDict[str, _Projections] = OrderedDict()  # by key(direction)
 
     def sequences(self) -> tuple[tuple[Vec, ...], ...]:
         return tuple(tuple(self.tokens[o:o + n]) for o, n in zip(self.offsets, self.lengths))
 
     def _projections(self, direction: Vec) -> _Projections:
-        proj = self.index.get(direction)
+        name = key(direction)
+        proj = self.index.get(name)
         if proj is None:
-            proj = self.index[direction] = _Projections(direction, self.tokens)
+            proj = self.index[name] = _Projections(direction, self.tokens)
             if len(self.index) > self.MAX_DIRECTIONS:
                 self.index.popitem(last=False)
         else:
-            self.index.move_to_end(direction)
+            self.index.move_to_end(name)
         return proj
 
     def _set(self, updates: dict[int, Vec]) -> None:
@@ -386,7 +387,7 @@ class Replay:
                 candidates = set(range(len(self.tokens)))
                 break
             proj = self._projections(sup.direction)
-            snapshot[sup.direction] = (list(proj.keys), list(proj.ids))
+            snapshot[key(sup.direction)] = (list(proj.keys), list(proj.ids))
             candidates.update(proj.inside(sup.lo, sup.hi))
         self._set({g: apply_ff(ff, self.tokens[g]) for g in sorted(candidates)})
         return snapshot

@@ -125,6 +125,11 @@ def show(x: object, digits: int = 200) -> str:
     return f"{text[:digits // 2]}…({len(text)} characters)"
 
 
+def key(v: Vec) -> str:
+    """A dict key for a vector: hashing fmpq goes through fractions.Fraction, slowly."""
+    return " ".join(map(str, v))
+
+
 def dot(a: Vec, b: Vec) -> fmpq:
     total = fmpq(0)
     for x, y in zip(a, b):

@@ -48,7 +48,7 @@ from tfcert.verify.enclose import PREC, Path, bounds, coordinate_range, is_point
 from tfcert.verify.evaluate import Scores
 from tfcert.verify.floats import FORMATS, Format, round_nearest, up
 from tfcert.verify.formats import FF, SA, LowRank, Model, fields, number
-from tfcert.verify.numbers import Vec, dot
+from tfcert.verify.numbers import Vec, dot, key
 
 KIND = "float"
 LAYER = "trace"
@@ -304,7 +304,7 @@ class Analysis:
         everyone = list(range(len(before)))
         if eta.exact[0] != 1 or eta.hat[0] != 1 or not step.exact:
             return everyone
-        groups: dict[Vec, fmpq] = {}
+        groups: dict[str, tuple[Vec, fmpq]] = {}  # by key(row)
         for k, row in enumerate(U):
             if not any(w.exact[k] or w.hat[k] for w in W):
                 continue  # a unit that writes nothing: 0·relu(finite) = 0 exactly
@@ -313,9 +313,10 @@ class Analysis:
                     return everyone  # a constant unit that may be on: it shifts every token
                 continue
             threshold = -b.exact[k] - unit_err[k]
-            groups[row.exact] = min(groups.get(row.exact, threshold), threshold)
+            old = groups.get(key(row.exact), (row.exact, threshold))[1]
+            groups[key(row.exact)] = (row.exact, min(old, threshold))
         todo: set[int] = set()
-        for row, threshold in groups.items():
+        for row, threshold in groups.values():
             keys, ids = step.projections(row)
             todo.update(ids[bisect_right(keys, threshold):])
         return sorted(todo)
