@@ -87,10 +87,14 @@ def verdicts(dataset: Dataset, outputs) -> tuple[SequenceVerdict, ...]:
 
 
 def certified_at(model: Model, dataset: Dataset, tau: fmpq) -> bool:
-    """Whether the enclosure at temperature τ shows exact interpolation."""
+    """Whether the enclosure at temperature τ shows exact interpolation (not
+    when no enclosure can be formed there, e.g. exp of scores far out of range)."""
     replay = Replay(model, [p.input for p in dataset.pairs], temperature=tau)
-    for _ in replay.steps():
-        pass
+    try:
+        for _ in replay.steps():
+            pass
+    except ArithmeticError:
+        return False
     return all(v.exact for v in verdicts(dataset, replay.sequences()))
 
 

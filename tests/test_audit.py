@@ -188,3 +188,24 @@ def test_audit_json_is_one_document_for_failures_too(bundle, tmp_path, capsys):
     assert rc == 1 and err == ""
     doc = json.loads(out)
     assert set(doc) == {"interpolates", "sequences", "attention_layers", "uniform_attention_blocks", "size"}
+
+
+
+def test_no_enclosure_means_not_certified(bundle, monkeypatch):
+    """A temperature at which no enclosure can be formed (exp far out of
+    range: ArithmeticError in the replay) is not certified — the bisection
+    goes on, and the audit reports instead of failing with an error."""
+    from tfcert.audit import audit as audit_module
+    from flint import fmpq
+
+    from tfcert.verify.formats import load_document, read_dataset, read_model
+
+    model = read_model(load_document(bundle["paths"]["model"]))
+    dataset = read_dataset(load_document(bundle["paths"]["dataset"]))
+
+    def out_of_range(self):
+        raise ArithmeticError("exp out of range")
+        yield
+
+    monkeypatch.setattr(audit_module.Replay, "steps", out_of_range)
+    assert audit_module.certified_at(model, dataset, fmpq(1, 2 ** 60)) is False
