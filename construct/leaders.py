@@ -193,8 +193,9 @@ def leader_phase(dataset: Dataset, seqs: list[list[Vec]], first_block: int, per_
     for leader in leaders:
         after[position[leader.sequence]][leader.token] = leader.point
     if kill:
+        placed = {(l.sequence, l.token) for l in leaders}
         for (seq, i), v in index.value.items():
             j = position[seq]
-            if (seq, i) not in {(l.sequence, l.token) for l in leaders} and v != dot(g, seqs[j][i]):
+            if (seq, i) not in placed and v != dot(g, seqs[j][i]):
                 after[j][i] = (seqs[j][i][0] + v - dot(g, seqs[j][i]),) + seqs[j][i][1:]
     return blocks, claims, leaders, after

@@ -114,7 +114,8 @@ def separation(dataset: Dataset, seqs: list[list[Vec]], block: int) -> tuple[Pha
     Returns the phase and the tokens after it: every t distinct."""
     d = dataset.d
     means = _means(seqs)
-    w = direction(sorted({x for s in seqs for x in s} | set(means)), d)
+    points = sorted([x for s in seqs for x in s] + means)
+    w = direction([x for k, x in enumerate(points) if k == 0 or x != points[k - 1]], d)  # distinct, without hashing
     values = [dot(w, x) for s in seqs for x in s]
     lo, hi = min(values), max(values)
     alpha = ONE
