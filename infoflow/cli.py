@@ -188,12 +188,17 @@ def _min_heads(args: argparse.Namespace) -> int:
         print("min heads  none: no T-bounded derivation with any number of heads")
     else:
         print(f"min heads  {','.join(map(str, m.min_heads))}")
-    for p in m.proofs:
+    return _proofs_and_witness(args, m.proofs, m.witness)
+
+
+def _proofs_and_witness(args, proofs, witness) -> int:
+    """The common end of a human report: the unsat proofs, where the witness went, the witness."""
+    for p in proofs:
         print(f"proof      {p.claim} (SMT-LIB2 query, unsat; --json or --witness to get it)")
     if args.witness:
         print(f"witness    {args.witness} (check it: tfcert infoflow check {args.witness})")
-    if m.witness is not None:
-        print("\n" + _witness_text(m.witness))
+    if witness is not None:
+        print("\n" + _witness_text(witness))
     return 0
 
 
@@ -231,13 +236,7 @@ def _depth(args: argparse.Namespace) -> int:
             print(f"fewer      {f.arch.layers} layer(s): exponent {f.exponent} = max(0, {c.formula}) "
                   f"[{c.law}] at T={f.arch.T}, "
                   + ("bounded in T" if f.efficient else "grows with T"))
-    for p in r.proofs:
-        print(f"proof      {p.claim} (SMT-LIB2 query, unsat; --json or --witness to get it)")
-    if args.witness:
-        print(f"witness    {args.witness} (check it: tfcert infoflow check {args.witness})")
-    if r.witness is not None:
-        print("\n" + _witness_text(r.witness))
-    return 0
+    return _proofs_and_witness(args, r.proofs, r.witness)
 
 
 def _check(args: argparse.Namespace) -> int:
