@@ -23,7 +23,6 @@ from tfcert.infoflow.architecture import MAX_HEADS, MAX_LAYERS, Architecture
 from tfcert.infoflow.calculus import (ALL, CLASSES, Rules, SetLogic, cheap as is_cheap,
                                       depth_closure)
 from tfcert.infoflow.costs import CostTerm, worst
-from tfcert.infoflow.proofs import recheck  # noqa: F401  (re-exported: the old home of recheck)
 from tfcert.infoflow.propagation import class_generators, class_sets
 from tfcert.infoflow.targets import Target
 from tfcert.infoflow.witness import Derivation, HeadPlan, HeadUse, Step

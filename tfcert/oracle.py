@@ -413,7 +413,7 @@ class Judge:
                 need(isinstance(e, list) and len(e) == 2 and isinstance(e[0], list), "entry")
                 stated.append((tuple(integer(a, 0, n - 1) for a in e[0]), None if e[1] is None else num(e[1])))
         ties = integer(c["ties"], 0, 10**12)
-        step, b = self.steps[k], self.model["blocks"][k]
+        step = self.steps[k]
         if step["att"] is None:
             return False
         actual = [(S, gap) for table in step["att"] for S, gap, _ in table]

@@ -38,17 +38,16 @@ from __future__ import annotations
 
 from bisect import bisect_right
 from dataclasses import dataclass
-from functools import cached_property
 
 from flint import arb, ctx, fmpq
 
 from tfcert.verify.errors import InputError
 from tfcert.verify.claims import Context
 from tfcert.verify.enclose import PREC, Path, bounds, coordinate_range, is_point, projection_range
-from tfcert.verify.evaluate import Scores
+from tfcert.verify.evaluate import Scores, apply_low_rank
 from tfcert.verify.floats import FORMATS, Format, round_nearest, up
-from tfcert.verify.formats import FF, SA, LowRank, Model, fields, number
-from tfcert.verify.numbers import Vec, dot, key
+from tfcert.verify.formats import SA, LowRank, Model, fields, number
+from tfcert.verify.numbers import Vec, add, key, scale
 
 KIND = "float"
 LAYER = "trace"
@@ -289,9 +288,13 @@ class Analysis:
             unit_err.append(row.absdot("delta", self.X) + row.absdot("exact", self.E) + b.delta[k]
                             + fmt.gamma(max(c, 1)) * scaled + c * fmt.tiny)
         todo = self._ff_reach(step, before, U, b, W, eta, unit_err)
+        done: dict[tuple[str, str], tuple] = {}  # equal tokens with equal errors (a cluster at a snap): one bound
         for g in todo:
-            self.err[g] = self._ff_token(before[g], self.err[g], self.mag[g], eta, U, b, W, writers,
-                                         lambda: f"{where}: token {self._ref(g)}")
+            same = (key(before[g]), key(self.err[g])) if is_point(before[g]) else None
+            if same not in done:
+                done[same] = self._ff_token(before[g], self.err[g], self.mag[g], eta, U, b, W, writers,
+                                            lambda: f"{where}: token {self._ref(g)}")
+            self.err[g] = done[same] if same is not None else done.pop(None)
         if len(todo) == len(before):
             self._refresh(after)
         else:
@@ -423,8 +426,8 @@ class Analysis:
             if A.literal_zero and not softmax:
                 means = [self._uniform(mags, errs)] * len(seq)
             elif softmax:
-                means = self._softmax(seq, mags, errs, A, Scores(self.model.blocks[step.block].sa.A, list(seq)),
-                                      step.after[j], rho, V)
+                sa = self.model.blocks[step.block].sa
+                means = self._softmax(seq, mags, errs, A, Scores(sa.A, list(seq)), step.after[j], sa)
             else:
                 means = self._hardmax(step.attention[j], seq, mags, errs, A, j)
             for i, e in enumerate(errs):
@@ -477,7 +480,7 @@ class Analysis:
             out.append((errs[a], mags[a]))  # one argmax: copied exactly
         return out
 
-    def _softmax(self, seq, mags, errs, A: Matrix, table: Scores, after, rho, V: Matrix) -> list:
+    def _softmax(self, seq, mags, errs, A: Matrix, table: Scores, after, sa: SA) -> list:
         """Per token (error, magnitude) of the attention mean. Around the exact
         mean: every weight within a factor e^{±2Δ} (Δ the error of the scaled
         scores) up to rounding. With a unique exact argmax a, tighter: the
@@ -512,7 +515,7 @@ class Analysis:
                           for wl, mg, er in zip(w, mags, errs)), ZERO) + n * fmt.tiny) for c in range(d)]
             mm = [up(sum((((1 + kappa) * wl + floor) * mg[c] for wl, mg in zip(w, mags)), ZERO)) for c in range(d)]
             top = [l for l, v in enumerate(s) if v == smax]
-            if len(top) == 1 and _contains(after[i], _sa_point(rho, V, x, seq[top[0]])):
+            if len(top) == 1 and _contains(after[i], add(scale(sa.rho, x), apply_low_rank(sa.V, seq[top[0]]))):
                 a = top[0]
                 for c in range(d):
                     spread = sum((wh * ((1 + g) * mg[c] + mags[a][c]) for l, (wh, mg) in enumerate(zip(w_hat, mags))
@@ -545,11 +548,6 @@ class Analysis:
         return tuple(out)
 
 
-def _sa_point(rho, V: Matrix, x: Vec, xa: Vec) -> Vec:
-    """ρ x + V x_a, exactly."""
-    return tuple(rho.exact[0] * a + b for a, b in zip(x, _apply(V, xa)))
-
-
 def _contains(token, point: Vec) -> bool:
     """Whether the replay's enclosure of a token contains the point."""
     if is_point(token):
@@ -564,16 +562,6 @@ def _contains(token, point: Vec) -> bool:
         return False
     return all(lo <= v <= hi for v, (lo, hi) in
                ((point[j], coordinate_range(token, j)) for j in range(len(point))))
-
-
-def _apply(A: Matrix, x: Vec) -> Vec:
-    """A x with the exact parameters."""
-    out = [A.scale.exact[0] * v for v in x]
-    for u, v in A.terms:
-        c = dot(v.exact, x)
-        if c:
-            out = [o + c * ui for o, ui in zip(out, u.exact)]
-    return tuple(out)
 
 
 def check(claim: Claim, context: Context, analysis: Analysis) -> list[str]:
