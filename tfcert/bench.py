@@ -1,40 +1,138 @@
-"""``tfcert bench``: exact certification against a dense float64 forward pass
-of the same model, measured in one run and reported as ratios (absolute
-seconds depend on the machine; ratios travel)."""
+"""``tfcert bench``: the benchmark suite. For each shape of random dataset
+(N sequences of n tokens, m targets each, dimension d) one run measures
+construct + certify, exact verify, the dense float64 forward pass a user
+would otherwise run, and the naive exact replay (up to a cap), each as its
+own process: whole-process seconds as a user meets them, the seconds of the
+work alone, and the process's peak resident memory. It reports ratios, the
+largest numerator/denominator bits, the float columns, and fits the scaling
+exponents of construct and verify. Absolute seconds depend on the machine;
+ratios and exponents travel.
+
+Phases run as ``python -m tfcert.bench PHASE FOLDER`` (one JSON line on
+stdout) so that each is timed and measured alone and the naive replay can be
+stopped at its cap.
+"""
 from __future__ import annotations
 
+import hashlib
+import heapq
 import json
 import random
+import re
+import resource
+import subprocess
+import sys
+import tempfile
 import time
 from fractions import Fraction
 from pathlib import Path
+from typing import Callable, Iterable
 
 import numpy as np
+from flint import fmpq, fmpq_mat
 
-from tfcert.construct.build import certificate, construct, model_bytes
 from tfcert.errors import InputError
-from tfcert.floatrun import forward
-from tfcert.progress import Bar
-from tfcert.report import json_text
-from tfcert.verify.check import verify
-from tfcert.verify.claims.size import parameters
-from tfcert.verify.formats import Model, dumps, parse_document, read_dataset
+from tfcert.progress import quiet
 
-SHAPES = {"quick": [(10, 8, 2, 8)], "full": [(10, 8, 2, 8), (100, 20, 3, 20), (30, 20, 20, 24)]}
+Shape = tuple[int, int, int, int]  # (N sequences, n tokens each, m targets each, d)
+
+SUITES: dict[str, list[Shape]] = {
+    "quick": [(10, 8, 2, 8), (20, 8, 2, 8), (10, 8, 4, 8)],
+    "N-scaling": [(N, 64, 2, 16) for N in (250, 500, 1000, 2000, 4000)],
+    "n-scaling": [(1, n, 40, 2) for n in (100, 1000, 5000)],
+    "tiny": [(20000, 1, 1, 2)],
+    "m-scaling": [(250, 64, m, 16) for m in (1, 2, 4)],
+    "d-scaling": [(250, 64, 2, d) for d in (4, 32)],
+}
+FULL = ("N-scaling", "n-scaling", "tiny", "m-scaling", "d-scaling")  # the default: every suite but quick
+BASE: dict[str, Shape] = {"N": (250, 64, 2, 16), "n": (1, 100, 40, 2), "m": (250, 64, 2, 16), "d": (250, 64, 2, 16)}
+DIMS = "Nnmd"
+OBSERVE_LIMIT = 2 * 10**6  # token-layers up to which the untimed float runs and token bits are measured
+SHAPES_HELP = "VAR=v1,v2,… (VAR one of N, n, m, d, varied from N=250 n=64 m=2 d=16; n from N=1 m=40 d=2) or NxnxmxD"
+
+
+def label(shape: Shape) -> str:
+    return "N=%d n=%d m=%d d=%d" % shape
+
+
+def shape_of(r: dict) -> Shape:
+    return r["N"], r["n"], r["m"], r["d"]
+
+
+# ---------------------------------------------------------------- choosing shapes
+
+def parse_shapes(text: str) -> list[Shape]:
+    """One ``--shapes`` value: ``N=250,500`` (one dimension varied from its
+    base shape) or ``10x8x2x8``; InputError quoting the value otherwise."""
+    where = f"--shapes {text}"
+    explicit = re.fullmatch(r"(\d+)x(\d+)x(\d+)x(\d+)", text)
+    series = re.fullmatch(r"([Nnmd])=(\d+(?:,\d+)*)", text)
+    if explicit:
+        shapes = [tuple(int(g) for g in explicit.groups())]
+    elif series:
+        k = DIMS.index(series.group(1))
+        base = BASE[series.group(1)]
+        shapes = [base[:k] + (int(v),) + base[k + 1:] for v in series.group(2).split(",")]
+    else:
+        raise InputError(f"{where}: expected {SHAPES_HELP}")
+    for N, n, m, d in shapes:
+        if min(N, n, m, d) < 1:
+            raise InputError(f"{where}: N, n, m and d must be at least 1")
+        if m > n:
+            raise InputError(f"{where}: m={m} targets need n ≥ {m} tokens per sequence (m ≤ n); "
+                             f"give the shape in full, e.g. 1x{m}x{m}x{d}")
+    return shapes
+
+
+def choose_shapes(shapes: list[str] | None, suites: list[str] | None, quick: bool) -> list[Shape]:
+    """The shapes to measure, in order, each once: the named suites, then
+    the --shapes values; without either, the quick suite or every suite."""
+    for name in suites or ():
+        if name not in SUITES:
+            raise InputError(f"--suite {name}: expected one of {', '.join(SUITES)}")
+    picked = [s for name in suites or () for s in SUITES[name]] + [s for t in shapes or () for s in parse_shapes(t)]
+    if not picked:
+        picked = SUITES["quick"] if quick else [s for name in FULL for s in SUITES[name]]
+    return list(dict.fromkeys(picked))
+
+
+# ---------------------------------------------------------------- datasets
+
+def _distinct(rng: random.Random, count: int, d: int, radius: int, room: int) -> list[list[str]]:
+    """``count`` distinct integer tokens, coordinates in [-r, r] with r the
+    least doubling of ``radius`` whose grid has twice ``room`` points."""
+    while (2 * radius + 1) ** d < 2 * room:
+        radius *= 2
+    tokens: dict[tuple, None] = {}
+    while len(tokens) < count:
+        tokens[tuple(rng.randint(-radius, radius) for _ in range(d))] = None
+    return [list(map(str, t)) for t in tokens]
 
 
 def random_dataset(n_seq: int, n: int, m: int, d: int, seed: int = 0) -> bytes:
-    """A reproducible dataset of small integers (so tokens are shared across sequences)."""
+    """A reproducible dataset of small integers (so tokens are shared across
+    sequences); the grid widens only where it must (d = 2: thousands of
+    tokens, or of one-token sequences, whose input sets must differ)."""
     rng = random.Random(seed)
-    pairs = []
-    for _ in range(n_seq):
-        tokens: dict[tuple, None] = {}
-        while len(tokens) < n:
-            tokens[tuple(rng.randint(-5, 5) for _ in range(d))] = None
-        pairs.append({"input": [list(map(str, t)) for t in tokens],
-                      "output": [[str(rng.randint(-9, 9)) for _ in range(d)] for _ in range(m)]})
-    return dumps({"format": "tfcert.dataset/1", "d": d, "pairs": pairs})
+    pairs: list[dict] = []
+    seen: set[frozenset] = set()
+    while len(pairs) < n_seq:
+        tokens = _distinct(rng, n, d, 5, max(n, n_seq))
+        targets = _distinct(rng, m, d, 9, m)
+        key = frozenset(map(tuple, tokens))
+        if key not in seen:
+            seen.add(key)
+            pairs.append({"input": tokens, "output": targets})
+    return _dumps({"format": "tfcert.dataset/1", "d": d, "pairs": pairs})
 
+
+def _dumps(value: dict) -> bytes:
+    from tfcert.verify.formats import dumps
+
+    return dumps(value)
+
+
+# ---------------------------------------------------------------- the float64 peer
 
 def _float(s) -> float:
     """A number of the model format as float64, correctly rounded (int / int is)."""
@@ -89,45 +187,298 @@ def dense_forward(model_raw: bytes, dataset_raw: bytes) -> list[np.ndarray]:
     return result
 
 
-def measure(shape: tuple[int, int, int, int]) -> dict:
-    raw = random_dataset(*shape)
-    dataset_doc = parse_document("dataset.json", raw)
-    dataset = read_dataset(dataset_doc)
+# ---------------------------------------------------------------- the naive exact replay
+
+SCORE_ROWS = 256  # score rows formed at once: memory stays O(SCORE_ROWS · n) for long sequences
+
+
+def _q(value) -> fmpq:
+    """A number of the files as a FLINT rational (via Fraction: "p/q", decimals, integers)."""
+
+    f = Fraction(str(value))
+    return fmpq(f.numerator, f.denominator)
+
+
+def _dense_q(m: dict, d: int) -> fmpq_mat:
+    """scale·I + Σ u vᵀ as a dense d×d rational matrix."""
+
+    out = fmpq_mat(d, d, [_q(m["scale"]) if i == k else 0 for i in range(d) for k in range(d)])
+    for term in m["low_rank"]:
+        out += fmpq_mat(d, 1, [_q(v) for v in term["u"]]) * fmpq_mat(1, d, [_q(v) for v in term["v"]])
+    return out
+
+
+def _token_bits(flat: list) -> tuple[int, int]:
+    return max((x.p.bit_length() for x in flat), default=0), max((x.q.bit_length() for x in flat), default=0)
+
+
+def _more_bits(bits: tuple[int, int] | None, flat: list) -> tuple[int, int] | None:
+    """The running maxima of the bits, when they are being noted (None: not)."""
+    return None if bits is None else tuple(map(max, bits, _token_bits(flat)))
+
+
+def _naive_ff(ff: dict, flat: list, d: int) -> list:
+    """η x + W relu(U x + b) for every token: one (Σn × d) rational matrix."""
+
+    X = fmpq_mat(len(flat) // d, d, flat)
+    out = X * _q(ff["eta"])
+    width = len(ff["U"])
+    if width:
+        U = fmpq_mat(width, d, [_q(v) for row in ff["U"] for v in row])
+        W = fmpq_mat(d, width, [_q(v) for row in ff["W"] for v in row])
+        b = [_q(v) for v in ff["b"]]
+        zero = fmpq(0)
+        hidden = [max(h + b[k % width], zero) for k, h in enumerate((X * U.transpose()).entries())]
+        out += fmpq_mat(X.nrows(), width, hidden) * W.transpose()
+    return out.entries()
+
+
+def _naive_sa(sa: dict, flat: list, lengths: list[int], d: int) -> list:
+    """ρ x_i + V · mean of the argmax set, per sequence, from every exact
+    score ⟨A x_i, x_l⟩ (n² of them per sequence)."""
+
+    At, Vt, rho = _dense_q(sa["A"], d).transpose(), _dense_q(sa["V"], d).transpose(), _q(sa["rho"])
+    out, start = [], 0
+    for n in lengths:
+        rows = flat[start * d:(start + n) * d]
+        start += n
+        X = fmpq_mat(n, d, rows)
+        keys, queries = X.transpose(), (X * At).entries()
+        means = []
+        for first in range(0, n, SCORE_ROWS):
+            k = min(SCORE_ROWS, n - first)
+            scores = (fmpq_mat(k, d, queries[first * d:(first + k) * d]) * keys).entries()
+            for i in range(k):
+                row = scores[i * n:(i + 1) * n]
+                best = max(row)
+                argmax = [l for l, v in enumerate(row) if v == best]
+                means += [sum((rows[l * d + c] for l in argmax), fmpq(0)) / len(argmax) for c in range(d)]
+        out += (X * rho + fmpq_mat(n, d, means) * Vt).entries()
+    return out
+
+
+def naive_replay(model_raw: bytes, dataset_raw: bytes, track_bits: bool = False) -> tuple[list[set], tuple | None]:
+    """What exact verification costs without tfcert's shortcuts: every FF
+    layer on every token, every attention from its dense n×n exact scores
+    (FLINT rational matrices straight from the files; an attention with ρ = 1
+    and V = 0 is skipped, as the float64 peer skips it: it adds exactly 0).
+    Returns each sequence's output set and, with ``track_bits``, the largest
+    numerator and denominator bits of any token after any layer (a pass over
+    every token per layer: kept out of the timed run)."""
+
+    model, pairs = json.loads(model_raw), json.loads(dataset_raw)["pairs"]
+    if model["attention"] != "hardmax":
+        raise InputError("the naive replay runs hardmax models only")
+    d = model["d"]
+    lengths = [len(p["input"]) for p in pairs]
+    flat = [_q(v) for p in pairs for t in p["input"] for v in t]
+    bits = _token_bits(flat) if track_bits else None
+    for block in model["blocks"]:
+        flat = _naive_ff(block["ff"], flat, d)
+        bits = _more_bits(bits, flat)
+        sa = block["sa"]
+        if not (_q(sa["rho"]) == 1 and _dense_q(sa["V"], d) == fmpq_mat(d, d)):
+            flat = _naive_sa(sa, flat, lengths, d)
+            bits = _more_bits(bits, flat)
+    outputs, start = [], 0
+    for n in lengths:
+        outputs.append({tuple(flat[(start + i) * d:(start + i + 1) * d]) for i in range(n)})
+        start += n
+    return outputs, bits
+
+
+def interpolates(outputs: list[set], dataset_raw: bytes) -> bool:
+    """Whether every output set equals its target set, exactly."""
+    pairs = json.loads(dataset_raw)["pairs"]
+    return all(out == {tuple(_q(v) for v in y) for y in p["output"]} for out, p in zip(outputs, pairs))
+
+
+# ---------------------------------------------------------------- phases, one process each
+
+def _construct(folder: Path) -> dict:
+    from tfcert.construct.build import certificate, construct, model_bytes
+    from tfcert.verify.formats import parse_document, read_dataset
+
     start = time.perf_counter()
+    raw = (folder / "dataset.json").read_bytes()
+    dataset = read_dataset(parse_document("dataset.json", raw))
     construction = construct(dataset)
     model = model_bytes(construction.model)
-    cert = dumps(certificate(construction, dataset, model, raw))
-    t_construct = time.perf_counter() - start
-    start = time.perf_counter()
-    report = verify(parse_document("model.json", model), parse_document("dataset.json", raw),
-                    parse_document("certificate.json", cert))  # from the bytes, as the peer reads them
-    t_verify = time.perf_counter() - start
-    start = time.perf_counter()
-    dense_forward(model, raw)
-    t_float = time.perf_counter() - start
-    n_seq, n, m, d = shape
-    return {"N": n_seq, "n": n, "m": m, "d": d, "blocks": len(construction.model.blocks),
-            "claims": len(report.results), "verified": report.ok,
-            "construct_s": round(t_construct, 3), "verify_s": round(t_verify, 3),
-            "float64_forward_s": round(t_float, 4), "verify_over_float64": round(t_verify / t_float, 2),
-            **float_columns(construction.model, dataset, json.loads(cert))}
+    (folder / "model.json").write_bytes(model)
+    (folder / "certificate.json").write_bytes(_dumps(certificate(construction, dataset, model, raw)))
+    return {"work_s": time.perf_counter() - start, "blocks": len(construction.model.blocks),
+            "tokens": sum(len(p.input) for p in dataset.pairs), "outputs": dataset.total_outputs}
 
 
-def float_columns(model: Model, dataset, cert: dict) -> dict:
+def _verify(folder: Path) -> dict:
+    from tfcert.verify.check import verify_files
+
+    start = time.perf_counter()
+    report = verify_files(folder / "model.json", folder / "dataset.json", folder / "certificate.json")
+    return {"work_s": time.perf_counter() - start, "ok": report.ok, "claims": len(report.results),
+            "failed": sorted({r.kind for r in report.results if not r.ok})}
+
+
+def _float64(folder: Path) -> dict:
+    start = time.perf_counter()
+    dense_forward((folder / "model.json").read_bytes(), (folder / "dataset.json").read_bytes())
+    return {"work_s": time.perf_counter() - start}
+
+
+def _naive(folder: Path) -> dict:
+    start = time.perf_counter()
+    raw = (folder / "dataset.json").read_bytes()
+    outputs, _ = naive_replay((folder / "model.json").read_bytes(), raw)
+    return {"work_s": time.perf_counter() - start, "interpolates": interpolates(outputs, raw)}
+
+
+def _bits(folder: Path) -> dict:
+    """Untimed: the naive replay again, noting the largest bits of every token after every layer."""
+    _, bits = naive_replay((folder / "model.json").read_bytes(), (folder / "dataset.json").read_bytes(),
+                           track_bits=True)
+    return {"token_numerator_bits": bits[0], "token_denominator_bits": bits[1]}
+
+
+def _stats(folder: Path) -> dict:
+    """Untimed: the model's bits and the float columns (the observed float
+    runs only up to OBSERVE_LIMIT token-layers)."""
+    from tfcert.verify.formats import load_document, read_dataset, read_model
+
+    model = read_model(load_document(folder / "model.json"))
+    dataset = read_dataset(load_document(folder / "dataset.json"))
+    observe = sum(len(p.input) for p in dataset.pairs) * len(model.blocks) <= OBSERVE_LIMIT
+    weights = list(parameters_of(model))
+    return {"model_numerator_bits": max(int(w.p).bit_length() for w in weights),
+            "model_denominator_bits": max(int(w.q).bit_length() for w in weights),
+            **float_columns(model, dataset, json.loads((folder / "certificate.json").read_bytes()), observe)}
+
+
+PHASES: dict[str, Callable[[Path], dict]] = {
+    "construct": _construct, "verify": _verify, "float64": _float64, "naive": _naive, "bits": _bits, "stats": _stats}
+
+
+def peak_rss_mib() -> float:
+    """This process's peak resident set (getrusage ru_maxrss: KiB on Linux, bytes on macOS)."""
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return round(peak / (2**20 if sys.platform == "darwin" else 2**10), 1)
+
+
+def _phase_main(argv: list[str]) -> int:
+    """``python -m tfcert.bench PHASE FOLDER``: one JSON line on stdout."""
+    phase, folder = argv
+    try:
+        result = PHASES[phase](Path(folder))
+    except InputError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    print(json.dumps({**result, "maxrss_mib": peak_rss_mib()}))
+    return 0
+
+
+def run_phase(phase: str, folder: Path, cap: float | None = None) -> dict | None:
+    """Run one phase as its own process: what it reports, with ``s`` its
+    whole-process seconds (interpreter start, imports, reading and writing
+    the files); None when it was still running after ``cap`` seconds (it is
+    killed then) or ``cap`` is 0."""
+    if cap == 0:
+        return None
+    start = time.perf_counter()
+    try:
+        proc = subprocess.run([sys.executable, "-m", "tfcert.bench", phase, str(folder)],
+                              capture_output=True, text=True, timeout=cap)
+    except subprocess.TimeoutExpired:
+        return None
+    seconds = time.perf_counter() - start
+    if proc.returncode == 2:
+        raise InputError(f"bench {phase}: {proc.stderr.strip().removeprefix('error: ')}")
+    if proc.returncode != 0:
+        raise RuntimeError(f"bench {phase}: the process failed (exit {proc.returncode}):\n{proc.stderr[-4000:]}")
+    return {"s": seconds, **json.loads(proc.stdout)}
+
+
+# ---------------------------------------------------------------- one shape
+
+def _r(x: float | None, digits: int = 4) -> float | None:
+    return None if x is None else round(x, digits)
+
+
+def _of(run: dict | None, key: str):
+    """A phase's report entry; None for a phase that did not run to the end (the capped naive replay)."""
+    return None if run is None else run[key]
+
+
+def _ratio(a: dict | None, b: dict | None) -> float | None:
+    return None if a is None or b is None else round(a["s"] / b["s"], 3)
+
+
+def row(shape: Shape, runs: dict[str, dict | None]) -> dict:
+    """One shape's line of results from its phases' reports."""
+    c, v, f, nv, bits, st = (runs[p] for p in PHASES)
+    N, n, m, d = shape
+    return {"N": N, "n": n, "m": m, "d": d, "tokens": c["tokens"], "outputs": c["outputs"], "blocks": c["blocks"],
+            "claims": v["claims"], "verified": v["ok"], "failed_kinds": v["failed"],
+            "construct_s": _r(c["s"]), "verify_s": _r(v["s"]), "float64_forward_s": _r(f["s"]),
+            "naive_s": _r(_of(nv, "s")),
+            "construct_work_s": _r(c["work_s"]), "verify_work_s": _r(v["work_s"]),
+            "float64_work_s": _r(f["work_s"]), "naive_work_s": _r(_of(nv, "work_s")),
+            "verify_over_float64": _ratio(v, f), "construct_over_float64": _ratio(c, f),
+            "naive_over_verify": _ratio(nv, v),
+            "construct_maxrss_mib": c["maxrss_mib"], "verify_maxrss_mib": v["maxrss_mib"],
+            "float64_maxrss_mib": f["maxrss_mib"], "naive_maxrss_mib": _of(nv, "maxrss_mib"),
+            "naive_interpolates": _of(nv, "interpolates"),
+            "token_numerator_bits": _of(bits, "token_numerator_bits"),
+            "token_denominator_bits": _of(bits, "token_denominator_bits"),
+            **{k: val for k, val in st.items() if k not in ("s", "maxrss_mib")}}
+
+
+def time_limit(phase: str, cap: float, runs: dict) -> float | None:
+    """Seconds a phase may run: the naive replay up to the cap; its rerun
+    noting bits (about 1.5× slower) only after it finished, up to twice the
+    cap; the others without limit."""
+    if phase == "naive":
+        return cap
+    if phase == "bits":
+        return 2 * cap if runs["naive"] else 0
+    return None
+
+
+def measure(shape: Shape, cap: float, say: Callable[[str], None]) -> dict:
+    """Every phase of one shape, in a scratch folder removed afterwards."""
+    runs: dict[str, dict | None] = {}
+    with tempfile.TemporaryDirectory(prefix="tfcert-bench-") as tmp:
+        folder = Path(tmp)
+        (folder / "dataset.json").write_bytes(random_dataset(*shape))
+        for phase in PHASES:
+            limit = time_limit(phase, cap, runs)
+            runs[phase] = done = run_phase(phase, folder, limit)
+            say(f"{phase} " + (f"{done['s']:.2f} s" if done else "capped" if limit else "skipped"))
+    return row(shape, runs)
+
+
+def parameters_of(model) -> Iterable:
+    """Every stored number of a model (as fmpq)."""
+    for blk in model.blocks:
+        yield from (blk.ff.eta, *blk.ff.b, *(x for r in (*blk.ff.U, *blk.ff.W) for x in r), blk.sa.rho)
+        for mtx in (blk.sa.A, blk.sa.V):
+            yield from (mtx.scale, *(c for u, v in mtx.terms for c in (*u, *v)))
+
+
+def float_columns(model, dataset, cert: dict, observe: bool = True) -> dict:
     """Conditioning and float fidelity: the largest |weight|, the least hat
     margin and argmax gap, the certified binary64/binary32 bounds (absolute
-    and over 1 + max|y|), and the deviation a numpy run shows in its own and
-    in a reversed accumulation order: max-norm Hausdorff distance of each
-    output set from its target set, measured in float64."""
-    weights = [abs(v) for blk in model.blocks for v in (
-        blk.ff.eta, *blk.ff.b, *(x for r in (*blk.ff.U, *blk.ff.W) for x in r), blk.sa.rho,
-        *(x for mtx in (blk.sa.A, blk.sa.V) for x in (mtx.scale, *(c for u, v in mtx.terms for c in (*u, *v)))))]
+    and over 1 + max|y|), and — with ``observe`` — the deviation a numpy run
+    shows in its own and in a reversed accumulation order: max-norm Hausdorff
+    distance of each output set from its target set, measured in float64."""
+    from tfcert.floatrun import forward
+
     claims = [c for ph in cert["phases"] for c in ph["claims"]]
     margins = [Fraction(c["margin"]) for c in claims if c["kind"] == "hat" and c["margin"] is not None]
-    gaps = [Fraction(g) for c in claims if c["kind"] == "argmax" for row in c["tokens"] for _, g in row if g is not None]
+    gaps = [Fraction(g) for c in claims if c["kind"] == "argmax"
+            for seq in c["tokens"] for _, g in seq if g is not None]
     bounds = {c["format"]: Fraction(c["bound"]) for c in claims if c["kind"] == "float"}
     scale = 1 + max(abs(float(v)) for p in dataset.pairs for y in p.output for v in y)
-    out = {"max_weight": float(max(weights)), "least_hat_margin": float(min(margins)) if margins else None,
+    out = {"max_weight": float(max(abs(w) for w in parameters_of(model))),
+           "least_hat_margin": float(min(margins)) if margins else None,
            "least_argmax_gap": float(min(gaps)) if gaps else None}
     targets = [np.array([[float(v) for v in y] for y in p.output]) for p in dataset.pairs]
     for fmt in ("binary64", "binary32"):
@@ -136,9 +487,11 @@ def float_columns(model: Model, dataset, cert: dict) -> dict:
         out[f"{fmt}_bound_rel"] = None if bound is None else float(bound) / scale
         with np.errstate(all="ignore"):
             for order in ("numpy", "reverse"):
-                outs = forward(model, [p.input for p in dataset.pairs], fmt, order)
-                seen = max(hausdorff(o.astype(np.float64), y) for o, y in zip(outs, targets))
-                out[f"{fmt}_observed_{order}"] = seen if np.isfinite(seen) else None  # null: inf or NaN
+                seen = None
+                if observe:
+                    outs = forward(model, [p.input for p in dataset.pairs], fmt, order)
+                    seen = max(hausdorff(o.astype(np.float64), y) for o, y in zip(outs, targets))
+                out[f"{fmt}_observed_{order}"] = seen if seen is not None and np.isfinite(seen) else None
     return out
 
 
@@ -150,41 +503,171 @@ def hausdorff(a: np.ndarray, b: np.ndarray) -> float:
     return float(max(dist.min(axis=1).max(), dist.min(axis=0).max()))
 
 
-def width_tradeoff(shape: tuple[int, int, int, int]) -> list[dict]:
+# ---------------------------------------------------------------- scaling exponents
+
+def exponent(xs: list[float], ys: list[float]) -> float:
+    """Least-squares slope of log y against log x: y grows as x^slope."""
+    return float(np.polyfit(np.log(xs), np.log(ys), 1)[0])
+
+
+def series(rows: list[dict], vary: str) -> list[dict]:
+    """The largest set of rows that differ only in ``vary`` (ordered by it):
+    one scaling series; [] unless it has two shapes or more."""
+    groups: dict[tuple, dict[int, dict]] = {}
+    for r in rows:
+        groups.setdefault(tuple(r[k] for k in DIMS if k != vary), {})[r[vary]] = r
+    best = max(groups.values(), key=len, default={})
+    return [best[k] for k in sorted(best)] if len(best) >= 2 else []
+
+
+FITS = {"tokens": "N", "outputs": "m"}  # Σn over the N-series (fixed n, m, d); Σm over the m-series (fixed N, n, d)
+
+
+def exponents(rows: list[dict]) -> dict:
+    """Fitted exponents of construct and verify work seconds in Σn and in Σm
+    (null without a series); ``over`` names the shapes fitted."""
+    out: dict = {}
+    for x, vary in FITS.items():
+        s = series(rows, vary)
+        out[x] = {"over": [label(shape_of(r)) for r in s],
+                  **{p: round(exponent([r[x] for r in s], [max(r[f"{p}_work_s"], 1e-6) for r in s]), 3)
+                     for p in ("construct", "verify")}} if s else None
+    return out
+
+
+# ---------------------------------------------------------------- the corrupted model
+
+def corrupt(model_raw: bytes) -> bytes:
+    """The model with one output weight of its last snap off by 1/2^20: W[i][j]
+    for the unit j that switches on first (largest bias: it is on across the
+    plateau, so every token the snap moves lands off target), i its first
+    non-zero row."""
+    model = json.loads(model_raw)
+    ff = model["blocks"][-1]["ff"]
+    live = [k for k in range(len(ff["b"])) if any(Fraction(r[k]) for r in ff["W"])]
+    j = max(live, key=lambda k: Fraction(ff["b"][k]))
+    i = next(r for r, w in enumerate(ff["W"]) if Fraction(w[j]))
+    ff["W"][i][j] = str(Fraction(ff["W"][i][j]) + Fraction(1, 2**20))
+    return _dumps(model)
+
+
+def corrupted_check(shape: Shape, cap: float) -> dict:
+    """Build the shape's bundle, corrupt its model and re-point the
+    certificate's model_sha256 at it (so the replay, not the hash, must
+    catch it): both the verifier and the naive replay must say no."""
+    with tempfile.TemporaryDirectory(prefix="tfcert-bench-") as tmp:
+        folder = Path(tmp)
+        (folder / "dataset.json").write_bytes(random_dataset(*shape))
+        run_phase("construct", folder)
+        bad = corrupt((folder / "model.json").read_bytes())
+        cert = json.loads((folder / "certificate.json").read_bytes())
+        cert["model_sha256"] = hashlib.sha256(bad).hexdigest()
+        (folder / "model.json").write_bytes(bad)
+        (folder / "certificate.json").write_bytes(_dumps(cert))
+        v, nv = run_phase("verify", folder), run_phase("naive", folder, cap)
+    naive = _of(nv, "interpolates")
+    return {"shape": label(shape), "verified": v["ok"], "failed_kinds": v["failed"], "naive_interpolates": naive,
+            "as_expected": not v["ok"] and "exact" in v["failed"] and naive is False}
+
+
+# ---------------------------------------------------------------- shards (docs/scaling.md)
+
+def _replay_shard(model, sequences: list, block: int, direction: tuple) -> tuple[float, list, fmpq | None]:
+    """The replay with the binary64 analysis on some sequences: seconds, the
+    sorted projections after the separation layer, the float bound."""
+    from tfcert.verify.claims.float import Analysis
+    from tfcert.verify.evaluate import Replay
+    from tfcert.verify.floats import FORMATS
+    from tfcert.verify.numbers import dot
+
+    start = time.perf_counter()
+    analysis = Analysis(model, sequences, FORMATS["binary64"])
+    keys: list = []
+    for step in Replay(model, sequences).steps():
+        analysis.step(step)
+        if step.block == block and step.layer == "sa":
+            keys = sorted(dot(direction, x) for x in step.flat_after)
+    analysis.finish()
+    return time.perf_counter() - start, keys, analysis.bound
+
+
+def shard_costs(shape: Shape, k: int) -> dict:
+    """What verification sharded by sequence would cost: the replay with the
+    binary64 analysis (the bulk of verify) on every sequence, then on each of
+    k shards (every k-th sequence); the merge of the shards' sorted
+    separation projections (heapq.merge, adjacent differences); whether the
+    merge and the max of the shards' bounds give the unsharded answers."""
+    from tfcert.construct.build import construct
+    from tfcert.verify.formats import parse_document, read_dataset
+    from tfcert.verify.numbers import parse_vector
+
+    dataset = read_dataset(parse_document("dataset.json", random_dataset(*shape)))
+    construction = construct(dataset)
+    sep = next(c for p in construction.phases for c in p.claims if c["kind"] == "separation")
+    direction = parse_vector(sep["direction"], dataset.d, "separation.direction")
+    inputs = [p.input for p in dataset.pairs]
+    full_s, full_keys, full_bound = _replay_shard(construction.model, inputs, sep["block"], direction)
+    shards = [_replay_shard(construction.model, inputs[i::k], sep["block"], direction) for i in range(k)]
+    start = time.perf_counter()
+    merged = list(heapq.merge(*(keys for _, keys, _ in shards)))
+    least_gap = min((b - a for a, b in zip(merged, merged[1:])), default=None)
+    merge_s = time.perf_counter() - start
+    bounds = [b for _, _, b in shards]
+    bound = None if None in bounds else max(bounds)
+    return {"N": shape[0], "n": shape[1], "m": shape[2], "d": shape[3], "tokens": len(full_keys),
+            "blocks": len(construction.model.blocks), "shards": k, "full_s": _r(full_s, 3),
+            "shard_s": [_r(s, 3) for s, _, _ in shards], "merge_s": _r(merge_s),
+            "merged_equals_full": merged == full_keys, "distinct": least_gap is None or least_gap > 0,
+            "min_gap_as_claimed": str(least_gap) == str(sep["min_gap"]),
+            "bound_full": None if full_bound is None else float(full_bound),
+            "bound_equal": bound == full_bound}
+
+
+# ---------------------------------------------------------------- pictures
+
+def width_tradeoff(shape: Shape) -> list[dict]:
     """Blocks and parameters as --width packs more hats and snaps into each FF
     layer (4 units each; width 4·Σm is effectively unbounded)."""
+    from tfcert.construct.build import construct
+    from tfcert.verify.claims.size import parameters
+    from tfcert.verify.formats import parse_document, read_dataset
+
     dataset = read_dataset(parse_document("dataset.json", random_dataset(*shape)))
     rows = []
     for width in (4, 8, 16, 48, 4 * dataset.total_outputs):
         model = construct(dataset, "hardmax", width).model
-        rows.append({"width": width, "blocks": len(model.blocks),
-                     "parameters": parameters(model)})
+        rows.append({"width": width, "blocks": len(model.blocks), "parameters": parameters(model)})
     return rows
 
 
-def draw(rows: list[dict], trade: list[dict], out: Path) -> dict[str, str]:
-    """scaling.png: seconds per shape for the three stages; width.png: blocks
-    and parameters against --width."""
+STAGES = (("construct", "construct + certify", "o"), ("verify", "verify (exact)", "s"),
+          ("float64", "dense float64 forward", "^"), ("naive", "naive exact replay", "v"))
+
+
+def draw(rows: list[dict], fits: dict, trade: list[dict], out: Path) -> dict[str, str]:
+    """scaling.png: work seconds against tokens, log-log, with the fitted
+    N-series lines dashed; width.png: blocks and parameters against --width."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise InputError(f"{out}: cannot create: {exc.strerror or exc}") from None
-    fig, ax = plt.subplots(figsize=(6.4, 3.8))
-    for key, label, marker in (("construct_s", "construct + certify", "o"), ("verify_s", "verify (exact)", "s"),
-                               ("float64_forward_s", "dense float64 forward", "^")):
-        ax.plot([r["claims"] for r in rows], [max(r[key], 1e-4) for r in rows], marker=marker, label=label)
-    for r in rows:
-        ax.annotate(f"N={r['N']} n={r['n']} m={r['m']} d={r['d']}", (r["claims"], r["verify_s"]),
-                    textcoords="offset points", xytext=(4, 4), fontsize=7)
-    ax.set(xscale="log", yscale="log", xlabel="claims in the certificate", ylabel="seconds",
+    fig, ax = plt.subplots(figsize=(6.4, 4.2))
+    fit = fits["tokens"]
+    for i, (stage, name, marker) in enumerate(STAGES):
+        pts = sorted((r["tokens"], r[f"{stage}_work_s"]) for r in rows if r[f"{stage}_work_s"] is not None)
+        if pts:
+            ax.plot(*zip(*pts), marker=marker, linestyle="none", color=f"C{i}", label=name)
+        if fit and stage in fit:  # the least-squares line of that slope through the series
+            xs = np.array([r["tokens"] for r in series(rows, "N")], dtype=float)
+            ys = np.array([max(r[f"{stage}_work_s"], 1e-6) for r in series(rows, "N")])
+            at = np.mean(np.log(ys) - fit[stage] * np.log(xs))
+            ax.plot(xs, np.exp(at) * xs ** fit[stage], linestyle="--", color=f"C{i}",
+                    label=f"fit ∝ Σn^{fit[stage]:.2f}")
+    ax.set(xscale="log", yscale="log", xlabel="tokens (Σn)", ylabel="seconds (the work, each phase its own process)",
            title="tfcert bench: exact certification against a float64 pass")
     ax.grid(alpha=0.3, which="both")
-    ax.legend(fontsize=8)
+    ax.legend(fontsize=7, loc="best")
     fig.tight_layout()
     fig.savefig(out / "scaling.png", dpi=110)
     plt.close(fig)
@@ -198,12 +681,34 @@ def draw(rows: list[dict], trade: list[dict], out: Path) -> dict[str, str]:
     lines += twin.plot(widths, [r["parameters"] for r in trade], marker="s", color="C1", label="parameters")
     twin.set_ylabel("parameters")
     ax.legend(handles=lines, fontsize=8, loc="upper right")
-    ax.set_title("width trade-off (N=%d n=%d m=%d d=%d)" % SHAPES["quick"][0], fontsize=10)
+    ax.set_title("width trade-off (%s)" % label(SUITES["quick"][0]), fontsize=10)
     ax.grid(alpha=0.3, which="both")
     fig.tight_layout()
     fig.savefig(out / "width.png", dpi=110)
     plt.close(fig)
     return {"scaling": str(out / "scaling.png"), "width": str(out / "width.png")}
+
+
+# ---------------------------------------------------------------- text
+
+def _secs(x: float | None) -> str:
+    return "—" if x is None else f"{x:.2f}s"
+
+
+def shape_line(r: dict) -> str:
+    """One line per shape: seconds, ratios, memory, bits."""
+    naive = "— (capped or skipped)" if r["naive_s"] is None else \
+        f"{r['naive_s']:.2f}s ({'interpolates' if r['naive_interpolates'] else 'MISSES'})"
+    ratio = "—" if r["naive_over_verify"] is None else f"{r['naive_over_verify']:.1f}x"
+    return (f"{label(shape_of(r))}: {r['tokens']} tokens, {r['blocks']} blocks; "
+            f"construct {_secs(r['construct_s'])}, verify {_secs(r['verify_s'])} "
+            f"({'ok' if r['verified'] else 'FAILED'}), float64 {_secs(r['float64_forward_s'])}, naive {naive}\n"
+            f"    verify/float64 {r['verify_over_float64']:.1f}x, construct/float64 "
+            f"{r['construct_over_float64']:.1f}x, naive/verify {ratio}; peak MiB construct "
+            f"{r['construct_maxrss_mib']:.0f}, verify {r['verify_maxrss_mib']:.0f}, "
+            f"float64 {r['float64_maxrss_mib']:.0f}; "
+            f"bits model {r['model_numerator_bits']}/{r['model_denominator_bits']}, tokens "
+            f"{r['token_numerator_bits'] or '—'}/{r['token_denominator_bits'] or '—'}")
 
 
 def float_line(r: dict) -> str:
@@ -212,33 +717,109 @@ def float_line(r: dict) -> str:
     for fmt in ("binary64", "binary32"):
         b, rel = r[f"{fmt}_bound"], r[f"{fmt}_bound_rel"]
         certified = "no bound" if b is None else f"≤ {b:.2g} ({rel:.2g} relative)"
-        seen = " / ".join("non-finite" if v is None else f"{v:.2g}"
+        seen = " / ".join("—" if v is None else f"{v:.2g}"
                           for v in (r[f"{fmt}_observed_numpy"], r[f"{fmt}_observed_reverse"]))
         parts.append(f"{fmt} {certified}, observed {seen}")
-    return f"max|w| {r['max_weight']:.3g}; " + "; ".join(parts)
+    return f"    max|w| {r['max_weight']:.3g}; " + "; ".join(parts)
 
 
-def run_bench(quick: bool, as_json: bool, out: str | Path = "tfcert-bench") -> int:
+def _say(prefix: str) -> Callable[[str], None]:
+    """Progress lines on stderr (a long run's log; -q silences them)."""
+    def say(text: str) -> None:
+        if not quiet():
+            print(f"bench {prefix}: {text}", file=sys.stderr, flush=True)
+    return say
+
+
+def _folder(out: str | Path) -> Path:
+    path = Path(out)
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise InputError(f"{out}: cannot create: {exc.strerror or exc}") from None
+    return path
+
+
+# ---------------------------------------------------------------- the command
+
+def run_bench(quick: bool, as_json: bool, out: str | Path = "tfcert-bench", shapes: list[str] | None = None,
+              suites: list[str] | None = None, naive_cap: float = 120.0, shards: int | None = None) -> int:
+    """Measure the chosen shapes; exit 0 when every bundle verifies, every
+    naive verdict that finished agrees, and (``quick``) the naive replay
+    finished on every shape and the corrupted model was refused by both."""
+    if not naive_cap >= 0:
+        raise InputError(f"--naive-cap {naive_cap}: expected seconds ≥ 0 (0 skips the naive replay)")
+    if shards is not None:
+        if shards < 1:
+            raise InputError(f"--shards {shards}: expected at least 1 shard")
+        default = [BASE["N"]]  # the shape docs/scaling.md quotes
+        return run_shards(choose_shapes(shapes, suites, quick) if shapes or suites or quick else default,
+                          shards, as_json)
+    picked = choose_shapes(shapes, suites, quick)
+    folder = _folder(out)
     rows = []
-    shapes = SHAPES["quick" if quick else "full"]
-    with Bar("bench", unit="shape") as bar:
-        for i, shape in enumerate(shapes):
-            bar(i, len(shapes), "N=%d n=%d m=%d d=%d" % shape)
-            rows.append(measure(shape))
+    with open(folder / "results.jsonl", "w") as log:
+        for i, shape in enumerate(picked):
+            rows.append(measure(shape, naive_cap, _say(f"[{i + 1}/{len(picked)}] {label(shape)}")))
+            log.write(json.dumps(rows[-1]) + "\n")
+            log.flush()
             if not as_json:
-                r = rows[-1]
-                print(f"N={r['N']:>3} n={r['n']:>2} m={r['m']:>2} d={r['d']:>2}: blocks {r['blocks']:>4}, "
-                      f"construct {r['construct_s']:.2f}s, verify {r['verify_s']:.2f}s "
-                      f"({'ok' if r['verified'] else 'FAILED'}), float64 forward {r['float64_forward_s']:.3f}s, "
-                      f"verify/float64 = {r['verify_over_float64']:.1f}x", flush=True)
-                print("    " + float_line(r), flush=True)
-        bar(len(shapes), len(shapes), "width trade-off")
-        trade = width_tradeoff(SHAPES["quick"][0])
-    files = draw(rows, trade, Path(out))
+                print(shape_line(rows[-1]) + "\n" + float_line(rows[-1]), flush=True)
+    fits = exponents(rows)
+    corrupted = corrupted_check(picked[0], naive_cap) if quick else None
+    _say("width trade-off")(label(SUITES["quick"][0]))
+    trade = width_tradeoff(SUITES["quick"][0])
+    files = {**draw(rows, fits, trade, folder), "results": str(folder / "results.jsonl")}
+    ok = all(r["verified"] and r["naive_interpolates"] in (None, True) for r in rows)
+    if quick:
+        ok = ok and all(r["naive_interpolates"] is True for r in rows) and corrupted["as_expected"]
     if as_json:
-        print(json_text({"results": rows, "width_tradeoff": trade, "files": files}))
+        from tfcert.report import json_text
+
+        print(json_text({"results": rows, "exponents": fits, "corrupted": corrupted, "width_tradeoff": trade,
+                         "files": files}))
     else:
-        print("width trade-off (N=%d n=%d m=%d d=%d): " % SHAPES["quick"][0]
-              + ", ".join(f"width {r['width']} → {r['blocks']} blocks, {r['parameters']} parameters" for r in trade))
-        print(f"wrote {files['scaling']} and {files['width']}")
-    return 0 if all(r["verified"] for r in rows) else 1
+        print(summary(fits, corrupted, trade, files))
+    return 0 if ok else 1
+
+
+def summary(fits: dict, corrupted: dict | None, trade: list[dict], files: dict) -> str:
+    """The text after the shapes' lines: exponents, the corrupted-model check, width, files."""
+    lines = []
+    for x, fit in fits.items():
+        if fit:
+            lines.append(f"exponent in Σ{'n' if x == 'tokens' else 'm'} (work seconds over {', '.join(fit['over'])}): "
+                         f"construct {fit['construct']:.2f}, verify {fit['verify']:.2f}")
+    if corrupted:
+        lines.append(f"corrupted model ({corrupted['shape']}, one snap weight + 1/2^20): verify "
+                     f"{'holds' if corrupted['verified'] else 'fails ' + ', '.join(corrupted['failed_kinds'])}, "
+                     f"naive replay {'interpolates' if corrupted['naive_interpolates'] else 'misses the targets'}"
+                     f"{'' if corrupted['as_expected'] else ' — NOT AS EXPECTED'}")
+    lines.append(f"width trade-off ({label(SUITES['quick'][0])}): " + ", ".join(
+        f"width {r['width']} → {r['blocks']} blocks, {r['parameters']} parameters" for r in trade))
+    lines.append(f"wrote {files['results']}, {files['scaling']} and {files['width']}")
+    return "\n".join(lines)
+
+
+def run_shards(picked: list[Shape], k: int, as_json: bool) -> int:
+    """``--shards K``: shard_costs per shape; exit 0 when the merges give the unsharded answers."""
+    rows = []
+    for i, shape in enumerate(picked):
+        _say(f"[{i + 1}/{len(picked)}] {label(shape)}")(f"replay on all sequences, then on {k} shards")
+        rows.append(shard_costs(shape, k))
+        r = rows[-1]
+        if not as_json:
+            print(f"{label(shape)}: {r['tokens']} tokens, {r['blocks']} blocks; replay + binary64 analysis "
+                  f"{r['full_s']:.2f}s, {k} shards " + " / ".join(f"{s:.2f}s" for s in r["shard_s"])
+                  + f", merge {r['merge_s']:.4f}s; merged keys {'equal' if r['merged_equals_full'] else 'DIFFER'}, "
+                  f"bound {'equal' if r['bound_equal'] else 'DIFFERS'}", flush=True)
+    if as_json:
+        from tfcert.report import json_text
+
+        print(json_text({"shard_costs": rows}))
+    ok = all(r["merged_equals_full"] and r["distinct"] and r["min_gap_as_claimed"] and r["bound_equal"] for r in rows)
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(_phase_main(sys.argv[1:]))

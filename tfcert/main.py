@@ -265,7 +265,7 @@ def cmd_selftest(args) -> int:
 def cmd_bench(args) -> int:
     from tfcert.bench import run_bench
 
-    return run_bench(args.quick, args.json, args.out)
+    return run_bench(args.quick, args.json, args.out, args.shapes, args.suite, args.naive_cap, args.shards)
 
 
 def version() -> str:
@@ -374,10 +374,26 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=0, help="the campaign's random seed (default 0)")
     p.add_argument("--json", action="store_true", help=JSON_HELP)
 
-    p = command("bench", "time exact certification against a dense float64 forward pass", cmd_bench)
-    p.add_argument("--quick", action="store_true", help="one small shape (seconds) instead of three")
+    p = command("bench", "the benchmark suite: exact certification against a dense float64 forward pass "
+                         "and a naive exact replay", cmd_bench)
+    p.add_argument("--quick", action="store_true",
+                   help="three small shapes (seconds), the naive replay must agree, and a corrupted model must "
+                        "fail both (the CI check)")
+    p.add_argument("--suite", action="append", metavar="NAME",
+                   help="a named set of shapes: quick, N-scaling, n-scaling, tiny, m-scaling or d-scaling "
+                        "(repeatable; default: all but quick)")
+    p.add_argument("--shapes", action="append", metavar="SPEC",
+                   help="shapes to measure: N=250,500 (N, n, m or d varied from N=250 n=64 m=2 d=16; "
+                        "n from N=1 m=40 d=2) or 10x8x2x8 (N x n x m x d); repeatable")
+    p.add_argument("--naive-cap", type=float, default=120.0, metavar="SECONDS",
+                   help="stop the naive exact replay after this many seconds and report null (default 120; "
+                        "0 skips it)")
+    p.add_argument("--shards", type=int, metavar="K",
+                   help="instead: measure verification sharded by sequence into K shards, and the merge "
+                        "(docs/scaling.md; default shape N=250 n=64 m=2 d=16)")
     p.add_argument("--out", default="tfcert-bench", metavar="DIR",
-                   help="where scaling.png and width.png go (default tfcert-bench)")
+                   help="where results.jsonl (one line per shape, written as measured), scaling.png and width.png "
+                        "go (default tfcert-bench)")
     p.add_argument("--json", action="store_true", help=JSON_HELP)
 
     from tfcert.experiments.cli import register as register_experiments

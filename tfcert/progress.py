@@ -18,6 +18,11 @@ def set_quiet(quiet: bool) -> None:
     _quiet = quiet
 
 
+def quiet() -> bool:
+    """Whether --quiet was given (progress lines that are not bars honour it too)."""
+    return _quiet
+
+
 def enabled() -> bool:
     return not _quiet and sys.stderr.isatty()
 
