@@ -7,6 +7,7 @@ import hashlib
 from dataclasses import dataclass
 
 from tfcert.construct.collapse import collapse
+from tfcert.construct.hats import distinct
 from tfcert.construct.leaders import leader_phase
 from tfcert.construct.separation import Phase, bumps, offset, separation
 from tfcert.construct.snap import UNITS, snap_phase
@@ -58,7 +59,7 @@ def construct(dataset: Dataset, attention: str = "hardmax", width: int = 4) -> C
         temperature, claim = tau_star_claim(sa, before_collapse, dataset, radius, last)
         # under softmax the collapse leaves clusters of nearby, not equal, tokens
         collapse_claims = [c for c in collapse_claims if c["kind"] != "clusters"] + [claim]
-    if any(_distinct(s) != _distinct(p.output) for s, p in zip(seqs, dataset.pairs)):
+    if any(distinct(s) != distinct(p.output) for s, p in zip(seqs, dataset.pairs)):
         raise AssertionError("construction does not interpolate")  # a bug, caught before any file is written
     phases = (bump, sep, off,
               Phase("leaders", (last + 1 - len(lead_blocks), last + 1), tuple(lead_blocks), tuple(lead_claims)),
@@ -66,12 +67,6 @@ def construct(dataset: Dataset, attention: str = "hardmax", width: int = 4) -> C
               Phase("interpolation", (at, at + len(interp_blocks)), tuple(interp_blocks), tuple(interp_claims)))
     blocks = tuple(b for p in phases for b in p.blocks)
     return Construction(Model(d, attention, blocks, temperature), phases, THEOREM[attention])
-
-
-def _distinct(tokens) -> list:
-    """The distinct tokens, sorted (sorting, not hashing: rational hashes are slow)."""
-    ordered = sorted(tokens)
-    return [x for k, x in enumerate(ordered) if k == 0 or x != ordered[k - 1]]
 
 
 def float_claims(model: Model, dataset: Dataset) -> list[dict]:

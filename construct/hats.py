@@ -124,7 +124,8 @@ def direction(values: list[Vec], d: int) -> Vec:
     so if none separates, finer candidates (2^-40) follow."""
     rng = random.Random(12345)
     coarse = [_candidate(rng, d, 2 ** 20) for _ in range(CANDIDATES)]
-    ranked = sorted(coarse, key=_spread_score(values, coarse, d), reverse=True)
+    scores = _spread_scores(values, coarse, d)
+    ranked = [w for _, w in sorted(zip(scores, coarse), key=lambda pair: pair[0], reverse=True)]
     for w in ranked + [_candidate(rng, d, 2 ** 40) for _ in range(1000)]:
         keys = sorted(dot(w, x) for x in values)
         if any(w) and all(a != b for a, b in zip(keys, keys[1:])):
@@ -139,21 +140,20 @@ def _candidate(rng: random.Random, d: int, grid: int) -> Vec:
 CANDIDATES = 48
 
 
-def _spread_score(values: list[Vec], candidates: list[Vec], d: int):
-    """Key: least gap / spread of the projections, in float64 (0 where the
-    floats cannot tell, e.g. coordinates beyond float64's range)."""
+def _spread_scores(values: list[Vec], candidates: list[Vec], d: int) -> list[float]:
+    """Per candidate: least gap / spread of the projections, in float64 (0
+    where the floats cannot tell, e.g. coordinates beyond float64's range)."""
     try:
         X = np.array([[float(v) for v in x] for x in values], dtype=np.float64).reshape(len(values), d)
     except OverflowError:  # coordinates beyond float64: no ranking
-        return lambda w: 0.0
+        return [0.0] * len(candidates)
     with np.errstate(all="ignore"):
         W = np.array([[float(v) for v in w] for w in candidates], dtype=np.float64)
         P = np.sort(X @ W.T, axis=0)
         spread = P[-1] - P[0]
         least = np.diff(P, axis=0).min(axis=0) if len(values) > 1 else np.ones(len(candidates))
         score = np.where(np.isfinite(least / spread), least / spread, 0.0)
-    table = {w: float(s) for w, s in zip(candidates, score)}
-    return lambda w: table[w]
+    return [float(x) for x in score]
 
 
 def dyadic_near(x: fmpq, step: fmpq) -> fmpq:
@@ -161,6 +161,12 @@ def dyadic_near(x: fmpq, step: fmpq) -> fmpq:
     breakpoint with few significant bits is exact in a float format, so its
     rounding does not shift a window that the slopes then amplify."""
     return fmpq(int((x / step).floor())) * step
+
+
+def distinct(items: list) -> list:
+    """The distinct items, sorted (sorting, not hashing: rational hashes are slow)."""
+    ordered = sorted(items)
+    return [x for k, x in enumerate(ordered) if k == 0 or x != ordered[k - 1]]
 
 
 def min_gap(sorted_values: list[fmpq]) -> fmpq | None:
