@@ -15,7 +15,6 @@ from tfcert.construct.temperature import tau_star_claim
 from tfcert.errors import InputError
 from tfcert.verify.claims.float import Analysis
 from tfcert.verify.claims.size import measure
-from tfcert.verify.evaluate import Replay
 from tfcert.verify.floats import FORMATS
 from tfcert.verify.formats import CERTIFICATE_FORMAT, Block, Dataset, Model, dumps, model_json
 
@@ -69,17 +68,19 @@ def construct(dataset: Dataset, attention: str = "hardmax", width: int = 4) -> C
     return Construction(Model(d, attention, blocks, temperature), phases, THEOREM[attention])
 
 
-def float_claims(model: Model, dataset: Dataset) -> list[dict]:
-    """A ``float`` claim for each format whose bound the analysis proves and
-    that is useful — no error bound ever above 1 + max|y| (beyond that a
-    float run may land anywhere among the targets) — stated exactly as the
-    verifier will recompute it (one replay for both formats)."""
+def float_analyses(model: Model, dataset: Dataset) -> list[Analysis]:
+    """One float analysis per format, to be fed the verifier's own replay of
+    the model (bundle.build): each that stays useful — no error bound ever
+    above 1 + max|y|, beyond which a float run may land anywhere among the
+    targets — gives a ``float`` claim."""
     inputs = [p.input for p in dataset.pairs]
     useful = 1 + max(abs(v) for p in dataset.pairs for y in p.output for v in y)
-    analyses = [Analysis(model, inputs, fmt, give_up_above=useful) for fmt in FORMATS.values()]
-    for step in Replay(model, inputs).steps():  # at the model's temperature, as check.py replays for them
-        for analysis in analyses:
-            analysis.step(step)
+    return [Analysis(model, inputs, fmt, give_up_above=useful) for fmt in FORMATS.values()]
+
+
+def float_claims(analyses: list[Analysis]) -> list[dict]:
+    """The claims of analyses that have seen every step, stated exactly as
+    the verifier recomputes them."""
     claims = []
     for analysis in analyses:
         analysis.finish()
@@ -88,14 +89,16 @@ def float_claims(model: Model, dataset: Dataset) -> list[dict]:
     return claims
 
 
-def certificate(construction: Construction, dataset: Dataset, model_bytes: bytes, dataset_bytes: bytes) -> dict:
-    """The certificate for a construction, bound to the exact file bytes."""
+def certificate(construction: Construction, dataset: Dataset, model_bytes: bytes, dataset_bytes: bytes,
+                floats: list[dict]) -> dict:
+    """The certificate for a construction, bound to the exact file bytes;
+    ``floats`` its float claims (float_claims), last in the final phase."""
     model = construction.model
     phases = [{"name": p.name, "blocks": list(p.span), "claims": list(p.claims)} for p in construction.phases]
     phases.append({"name": "final", "blocks": [0, len(model.blocks)],
                    "claims": [{"kind": "exact"},
                               {"kind": "size", **measure(model, dataset, construction.theorem)},
-                              *float_claims(model, dataset)]})
+                              *floats]})
     top = {"format": CERTIFICATE_FORMAT,
            "model_sha256": hashlib.sha256(model_bytes).hexdigest(),
            "dataset_sha256": hashlib.sha256(dataset_bytes).hexdigest(),

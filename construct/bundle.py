@@ -12,9 +12,10 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from tfcert.construct.build import Construction, certificate, construct, model_bytes
+from tfcert.construct.build import Construction, certificate, construct, float_analyses, float_claims, model_bytes
 from tfcert.errors import InputError
-from tfcert.verify.check import Report, verify
+from tfcert.verify.check import Report, Result, verify
+from tfcert.verify.claims import float as float_claim
 from tfcert.verify.formats import Dataset, Document, dumps, load_document, parse_document, read_dataset
 
 @dataclass(frozen=True)
@@ -40,18 +41,38 @@ def build(dataset: str | Path | Document, attention: str = "hardmax", width: int
     construction = construct(data, attention, width)
     stage(1, "certifying")
     model = model_bytes(construction.model)
-    cert = dumps(certificate(construction, data, model, dataset_doc.raw))
-    files = {"dataset.json": dataset_doc.raw, "model.json": model, "certificate.json": cert}
+    analyses = float_analyses(construction.model, data)
+    draft = dumps(certificate(construction, data, model, dataset_doc.raw, []))
     verifying = None if progress is None else (lambda done, total: progress(done, total, "verifying"))
-    try:
+    try:  # the float analyses ride along the verifier's replay: one replay states and checks everything
         report = verify(parse_document("model.json", model), dataset_doc,
-                        parse_document("certificate.json", cert), verifying)
+                        parse_document("certificate.json", draft), verifying, observers=analyses)
     except InputError as exc:  # the construction's own numbers are past a reader's limit
         raise InputError(f"{dataset_doc.path}: the bundle built from this dataset exceeds a limit of the checker "
                          f"({exc}); raise it with --limit") from None
+    floats = float_claims(analyses)
+    value = certificate(construction, data, model, dataset_doc.raw, floats)
+    report = Report(report.results + _float_results(value, analyses), report.warnings)
     if not report.ok:
         raise AssertionError("the construction's own certificate does not verify")  # a bug
+    files = {"dataset.json": dataset_doc.raw, "model.json": model, "certificate.json": dumps(value)}
     return Bundle(data, construction, files, report)
+
+
+def _float_results(cert: dict, analyses: list) -> tuple[Result, ...]:
+    """The float claims as the verifier checks them (its parser, its check)
+    against the analyses that saw its replay: the final phase's last claims."""
+    p = len(cert["phases"]) - 1
+    claims = cert["phases"][p]["claims"]
+    by_format = {a.fmt.name: a for a in analyses}
+    out = []
+    for c, raw in enumerate(claims):
+        if raw["kind"] == "float":
+            where = f"certificate.json: $.phases[{p}].claims[{c}]"
+            claim = float_claim.parse(raw, where, None)
+            out.append(Result("final", "float", None, where,
+                              tuple(float_claim.check(claim, None, by_format[claim.format.name]))))
+    return tuple(out)
 
 
 def refuse_to_replace(directory: str | Path, files=("dataset.json", "model.json", "certificate.json")) -> None:

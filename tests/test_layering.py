@@ -111,10 +111,11 @@ def code_lines(path: Path) -> int:
 
 
 def test_trusted_base_stays_small():
-    """The checker a user must trust stays small: ~1400 lines for the exact
-    replay and its claims, ~400 for the float analysis (claims/float.py,
-    floats.py)."""
-    assert sum(code_lines(p) for p in SOURCES) < 2000
+    """The checker a user must trust stays small: ~1450 lines for the exact
+    replay and its claims (with the shortcuts that make it linear: sparse
+    feed-forward rows, argmax by sorting for rank-one scores, projections
+    updated in place), ~420 for the float analysis (claims/float.py, floats.py)."""
+    assert sum(code_lines(p) for p in SOURCES) < 2100
 
 
 def test_verify_imports_nothing_of_tfcert_outside_itself():

@@ -1,6 +1,6 @@
 """``tfcert bench``: the benchmark suite. For each shape of random dataset
 (N sequences of n tokens, m targets each, dimension d) one run measures
-construct + certify, exact verify, the dense float64 forward pass a user
+construct (as ``tfcert construct``: build, certify, verify), exact verify, the dense float64 forward pass a user
 would otherwise run, and the naive exact replay (up to a cap), each as its
 own process: whole-process seconds as a user meets them, the seconds of the
 work alone, and the process's peak resident memory. It reports ratios, the
@@ -296,17 +296,15 @@ def interpolates(outputs: list[set], dataset_raw: bytes) -> bool:
 # ---------------------------------------------------------------- phases, one process each
 
 def _construct(folder: Path) -> dict:
-    from tfcert.construct.build import certificate, construct, model_bytes
-    from tfcert.verify.formats import parse_document, read_dataset
+    """What ``tfcert construct`` does: construct, certify, verify the certificate."""
+    from tfcert.construct.bundle import build
 
     start = time.perf_counter()
-    raw = (folder / "dataset.json").read_bytes()
-    dataset = read_dataset(parse_document("dataset.json", raw))
-    construction = construct(dataset)
-    model = model_bytes(construction.model)
-    (folder / "model.json").write_bytes(model)
-    (folder / "certificate.json").write_bytes(_dumps(certificate(construction, dataset, model, raw)))
-    return {"work_s": time.perf_counter() - start, "blocks": len(construction.model.blocks),
+    bundle = build(folder / "dataset.json")
+    for name in ("model.json", "certificate.json"):
+        (folder / name).write_bytes(bundle.files[name])
+    dataset = bundle.dataset
+    return {"work_s": time.perf_counter() - start, "blocks": len(bundle.construction.model.blocks),
             "tokens": sum(len(p.input) for p in dataset.pairs), "outputs": dataset.total_outputs}
 
 
@@ -640,7 +638,7 @@ def width_tradeoff(shape: Shape) -> list[dict]:
     return rows
 
 
-STAGES = (("construct", "construct + certify", "o"), ("verify", "verify (exact)", "s"),
+STAGES = (("construct", "construct (certify, verify)", "o"), ("verify", "verify (exact)", "s"),
           ("float64", "dense float64 forward", "^"), ("naive", "naive exact replay", "v"))
 
 

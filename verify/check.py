@@ -96,8 +96,10 @@ def _parse_claims(cert: Document, ctx: Context) -> list[_Parsed]:
 
 
 def verify(model_doc: Document, dataset_doc: Document, cert_doc: Document,
-           progress: Callable[[int, int], None] | None = None) -> Report:
-    """Check a certificate against the exact model and dataset bytes."""
+           progress: Callable[[int, int], None] | None = None, observers: tuple = ()) -> Report:
+    """Check a certificate against the exact model and dataset bytes.
+    ``observers`` (float analyses) see every step the float claims see, so
+    a caller can state float claims from this very replay (construct)."""
     model, dataset = read_model(model_doc), read_dataset(dataset_doc)
     check_compatible(model, dataset, model_doc.path, dataset_doc.path)
     top = obj(cert_doc.value, f"{cert_doc.path}: $", ("format",))
@@ -122,7 +124,7 @@ def verify(model_doc: Document, dataset_doc: Document, cert_doc: Document,
         raise InputError(f"{exc} (the certificate's sha256 does not match {model_doc.path} / "
                          f"{dataset_doc.path}: is it the certificate of other files?)") from None
     results += _top_claims(cert_doc.path, top, model.attention, claims)
-    results += replay_claims(ctx, claims, progress)
+    results += replay_claims(ctx, claims, progress, observers)
     return Report(tuple(results), dataset.warnings)
 
 
@@ -151,7 +153,7 @@ def _top_claims(name: str, top: dict, attention: str, claims: list[_Parsed]) -> 
     return out
 
 
-def replay_claims(ctx: Context, claims: list[_Parsed], progress=None) -> list[Result]:
+def replay_claims(ctx: Context, claims: list[_Parsed], progress=None, observers: tuple = ()) -> list[Result]:
     """Check static claims, then replay the model once, checking each claim at
     its layer; results come back in the certificate's order. A tau_star claim speaks about every temperature up to the
     model's, so its presence asks the replay for enclosures valid there."""
@@ -177,19 +179,20 @@ def replay_claims(ctx: Context, claims: list[_Parsed], progress=None) -> list[Re
     inputs = [p.input for p in ctx.dataset.pairs]
     traces = {id(c): float_claim.Analysis(ctx.model, inputs, c.claim.format)
               for c in claims if c.module.LAYER == "trace"}
+    analyses = [*traces.values(), *observers]
     replay = Replay(ctx.model, inputs, below=below)
     n_blocks = len(ctx.model.blocks)
     try:
         for step in replay.steps():
             done.update((id(c), run(c, step)) for c in at.get((step.block, step.layer), ()))
             if not below:
-                for analysis in traces.values():
+                for analysis in analyses:
                     analysis.step(step)
             if progress and step.layer == "sa":
                 progress(step.block + 1, n_blocks)
-        if below and traces:  # float runs use the model's temperature: enclosures at τ itself are tighter
+        if below and analyses:  # float runs use the model's temperature: enclosures at τ itself are tighter
             for step in Replay(ctx.model, inputs).steps():
-                for analysis in traces.values():
+                for analysis in analyses:
                     analysis.step(step)
         final = list(replay.tokens)
         end_step = Step(n_blocks, "end", final, final, tuple(replay.lengths), exact=replay.points)

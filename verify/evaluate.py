@@ -35,9 +35,17 @@ def relu(x: fmpq) -> fmpq:
 
 
 def apply_ff(ff: FF, x: Vec) -> Vec:
-    """η x + W σ(U x + b), exactly."""
-    hidden = [relu(dot(row, x) + bias) for row, bias in zip(ff.U, ff.b)]
-    return tuple(ff.eta * xi + dot(w_row, hidden) for xi, w_row in zip(x, ff.W))
+    """η x + W σ(U x + b), exactly, over the non-zero entries of U and W."""
+    U, W = ff.sparse
+    hidden = [relu(_sparse_dot(row, x) + bias) for row, bias in zip(U, ff.b)]
+    return tuple(ff.eta * xi + _sparse_dot(w_row, hidden) for xi, w_row in zip(x, W))
+
+
+def _sparse_dot(row: tuple[tuple[int, fmpq], ...], x) -> fmpq:
+    total = ZERO
+    for j, v in row:
+        total += v * x[j]
+    return total
 
 
 def apply_low_rank(m: LowRank, x: Vec) -> Vec:
@@ -93,9 +101,39 @@ class Scores:
 
 
 def attention_table(A: LowRank, X: list[Vec]) -> list[Attention]:
-    """Every token's hardmax attention in one sequence."""
-    table = Scores(A, X)
-    return [attention_of(table.row(i)) for i in range(len(X))]
+    """Every token's hardmax attention in one sequence. With scale 0 a score
+    depends on the query's projections alone, so each distinct query is
+    scored once; with rank one, by sorting."""
+    if A.scale == 0 and len(A.terms) == 1:
+        return _rank_one_table(A.terms[0], X)
+    table, memo = Scores(A, X), {}
+    names = [key(q) if A.scale == 0 else i for i, q in enumerate(table.queries)]
+    for i, name in enumerate(names):
+        if name not in memo:
+            memo[name] = attention_of(table.row(i))
+    return [memo[name] for name in names]
+
+
+def _rank_one_table(term: tuple[Vec, Vec], X: list[Vec]) -> list[Attention]:
+    """A = u vᵀ: the score of l for i is (v·x_i)(u·x_l), so the argmax is
+    where u·x_l is largest (v·x_i > 0), smallest (< 0) or anywhere (= 0), and
+    the gap |v·x_i| times the distance to the next value of u·x_l: the same
+    Attention as ``attention_of`` on the n scores, from one sort."""
+    u, v = term
+    keys = [dot(u, x) for x in X]
+    order = sorted(keys)
+    ends = []
+    for extreme, rest in ((order[-1], reversed(order)), (order[0], iter(order))):
+        nxt = next((k for k in rest if k != extreme), None)
+        ends.append((tuple(l for l, k in enumerate(keys) if k == extreme),
+                     None if nxt is None else abs(extreme - nxt)))
+    everyone = Attention(tuple(range(len(X))), None)
+    out = []
+    for x in X:
+        q = dot(v, x)
+        argmax, distance = ends[0] if q > 0 else ends[1]
+        out.append(everyone if q == 0 else Attention(argmax, None if distance is None else abs(q) * distance))
+    return out
 
 
 def attention_of(s: list[fmpq]) -> Attention:
@@ -106,6 +144,8 @@ def attention_of(s: list[fmpq]) -> Attention:
 
 
 def mean(X: list[Vec], idx: tuple[int, ...] | range) -> Vec:
+    if len(idx) == 1:
+        return X[idx[0]]
     total = zero(len(X[0]))
     for l in idx:
         total = add(total, X[l])
@@ -214,7 +254,7 @@ def ff_support(ff: FF) -> list[Support]:
     """
     if ff.eta != 1:
         return [Support(None)]
-    groups: OrderedDict[str, tuple[Vec, list[int]]] = OrderedDict()
+    groups: OrderedDict[tuple, tuple[Vec, list[int]]] = OrderedDict()
     for j, row in enumerate(ff.U):
         groups.setdefault(key(row), (row, []))[1].append(j)
     out = []
@@ -238,7 +278,8 @@ def ff_support(ff: FF) -> list[Support]:
 # ---------------------------------------------------------------- replay
 
 class _Projections:
-    """Token ids sorted by their exact projection on one direction."""
+    """Token ids sorted by their exact projection on one direction, equal
+    projections by id (so a token is found by bisection among ties too)."""
 
     def __init__(self, direction: Vec, tokens: list[Vec]):
         self.direction = direction
@@ -252,41 +293,61 @@ class _Projections:
         stop = len(self.keys) if hi is None else bisect_left(self.keys, hi)
         return self.ids[start:stop]
 
+    def _position(self, v: fmpq, g: int) -> int:
+        """Where (v, g) is or would go: bisection on the keys, then on the ids of equal keys."""
+        start = bisect_left(self.keys, v)
+        return bisect_left(self.ids, g, start, bisect_right(self.keys, v, start))
+
     def move(self, g: int, x: Vec) -> None:
-        old = self.value[g]
-        k = bisect_left(self.keys, old)
-        while self.ids[k] != g:
-            k += 1
+        k = self._position(self.value[g], g)
         del self.keys[k], self.ids[k]
-        new = dot(self.direction, x)
-        self.value[g] = new
-        k = bisect_left(self.keys, new)
+        new = self.value[g] = dot(self.direction, x)
+        k = self._position(new, g)
         self.keys.insert(k, new)
         self.ids.insert(k, g)
+
+
+class Before:
+    """The tokens before a layer, without a copy: the replay's list with the
+    tokens the layer changed read from ``old``. Like the Step holding it, a
+    view that is valid until the replay moves on to the next layer."""
+
+    def __init__(self, now: list, old: dict[int, object]):
+        self.now, self.old = now, old
+
+    def __len__(self) -> int:
+        return len(self.now)
+
+    def __getitem__(self, g: int):
+        return self.old[g] if g in self.old else self.now[g]
+
+    def __iter__(self):
+        return map(self.__getitem__, range(len(self.now)))
 
 
 @dataclass(frozen=True)
 class Step:
     """One layer of the replay: block index, "ff" or "sa", every token before
-    and after it (flat lists, in dataset order; ``shape`` the sequences'
-    lengths), and for an SA layer the attention of every token (None when the
-    layer is skipped as the identity or A = 0). ``before``/``after`` group
-    the tokens per sequence, built only when a claim asks for them."""
+    and after it (flat, in dataset order; ``shape`` the sequences' lengths),
+    and for an SA layer the attention of every token (None when the layer is
+    skipped as the identity or A = 0). ``before``/``after`` group the tokens
+    per sequence, built only when a claim asks for them. A Step is a view of
+    the replay, not a copy: read it before asking for the next one."""
     block: int
     layer: str
-    flat_before: list
+    flat_before: list | Before
     flat_after: list
     shape: tuple[int, ...]
     attention: tuple[tuple[Attention, ...], ...] | None = None
     uniform: bool = False
-    sorted_before: dict | None = None  # key(direction) -> (keys, ids) before an FF layer
+    sorted_before: dict | None = None  # key(direction) -> _Projections, as they were before the layer
     noise: tuple[tuple[Noise, ...], ...] | None = None  # softmax, V = u vᵀ on points: every token's noise
     below: bool = False  # softmax enclosures hold at every temperature up to the model's
     exact: bool = True  # every token before and after the layer is an exact point
 
     @cached_property
     def before(self) -> tuple[tuple[Vec, ...], ...]:
-        return _split(self.flat_before, self.shape)
+        return _split(list(self.flat_before), self.shape)
 
     @cached_property
     def after(self) -> tuple[tuple[Vec, ...], ...]:
@@ -294,8 +355,9 @@ class Step:
 
     def projections(self, direction: Vec) -> tuple[list[fmpq], list[int]]:
         """Flat token ids sorted by projection on ``direction`` before the layer."""
-        if self.sorted_before and key(direction) in self.sorted_before:
-            return self.sorted_before[key(direction)]
+        proj = self.sorted_before.get(key(direction)) if self.sorted_before is not None else None
+        if proj is not None:
+            return proj.keys, proj.ids
         pairs = sorted((dot(direction, x), g) for g, x in enumerate(self.flat_before))
         return [v for v, _ in pairs], [g for _, g in pairs]
 
@@ -331,7 +393,8 @@ class Replay:
         self.lengths = [len(s) for s in sequences]
         self.tokens: list = flat
         self.points = True  # every token is an exact point (not a softmax enclosure)
-        self.index: OrderedDict[str, _Projections] = OrderedDict()  # by key(direction)
+        self.index: OrderedDict[tuple, _Projections] = OrderedDict()  # by key(direction)
+        self.old: dict[int, Vec] = {}  # the tokens the last layer changed, as they were before it
 
     def sequences(self) -> tuple[tuple[Vec, ...], ...]:
         return tuple(tuple(self.tokens[o:o + n]) for o, n in zip(self.offsets, self.lengths))
@@ -350,9 +413,19 @@ class Replay:
     def _set(self, updates: dict[int, Vec]) -> None:
         for g, x in updates.items():
             if self.tokens[g] != bounded(x):
+                self.old[g] = self.tokens[g]
                 self.tokens[g] = x
-                for proj in self.index.values():
-                    proj.move(g, x)
+
+    def _flush(self) -> None:
+        """Move the last layer's changes into the sorted projections (they
+        waited so that its Step could read them as before the layer); when
+        many tokens changed, drop the projections: re-sorting is cheaper."""
+        if len(self.old) > len(self.tokens) // 8:
+            self.index.clear()
+        for g in self.old:
+            for proj in self.index.values():
+                proj.move(g, self.tokens[g])
+        self.old = {}
 
     def _enclosed(self, tokens: list) -> None:
         """Replace every token at once (softmax enclosures); projections are recomputed on demand."""
@@ -363,13 +436,13 @@ class Replay:
         self.index.clear()
         self.points = all(is_point(x) for x in tokens)
 
-    def _ff(self, ff: FF) -> dict:
-        """Apply an FF layer; return the sorted projections it used, as they were before."""
+    def _ff(self, ff: FF) -> None:
+        """Apply an FF layer."""
         if not self.points:  # enclosures: a token whose range misses every support is unchanged
             supports = ff_support(ff)
             if any(sup.direction is None for sup in supports):
                 self._enclosed([apply_ff_token(ff, x) for x in self.tokens])
-                return {}
+                return
             axes = [axis_of(sup.direction) for sup in supports]
 
             def may_change(x: Token) -> bool:
@@ -379,18 +452,14 @@ class Replay:
                         return True
                 return False
             self._enclosed([apply_ff_token(ff, x) if may_change(x) else x for x in self.tokens])
-            return {}
+            return
         candidates: set[int] = set()
-        snapshot = {}
         for sup in ff_support(ff):
             if sup.direction is None:
                 candidates = set(range(len(self.tokens)))
                 break
-            proj = self._projections(sup.direction)
-            snapshot[key(sup.direction)] = (list(proj.keys), list(proj.ids))
-            candidates.update(proj.inside(sup.lo, sup.hi))
+            candidates.update(self._projections(sup.direction).inside(sup.lo, sup.hi))
         self._set({g: apply_ff(ff, self.tokens[g]) for g in sorted(candidates)})
-        return snapshot
 
     def _sa(self, sa: SA) -> tuple[tuple[tuple[Attention, ...], ...] | None, bool]:
         d = self.model.d
@@ -436,19 +505,28 @@ class Replay:
         scored = not uniform and len(attention) == len(self.lengths)
         return (tuple(attention) if scored else None), uniform, (tuple(noises) if scored else None)
 
+    def _layer(self, apply):
+        """Run one layer (``apply``); return the tokens before it, as a list
+        (the layer replaced them) or a view of what it changed, and what
+        ``apply`` returned."""
+        self._flush()
+        tokens = self.tokens
+        result = apply()
+        return (tokens if self.tokens is not tokens else Before(tokens, self.old)), result
+
     def steps(self) -> Iterator[Step]:
         """Evaluate every layer in order, yielding a Step after each."""
         softmax = self.model.attention == "softmax"
         shape = tuple(self.lengths)
         for k, block in enumerate(self.model.blocks):
-            before, was = list(self.tokens), self.points
-            snapshot = self._ff(block.ff)
-            mid, was, exact = list(self.tokens), self.points, was and self.points
-            yield Step(k, "ff", before, mid, shape, sorted_before=snapshot, exact=exact)
+            was = self.points
+            before, _ = self._layer(lambda: self._ff(block.ff))
+            was, exact = self.points, was and self.points
+            yield Step(k, "ff", before, self.tokens, shape, sorted_before=self.index, exact=exact)
             if softmax:
-                attention, uniform, noises = self._sa_softmax(block.sa)
-                yield Step(k, "sa", mid, list(self.tokens), shape, attention, uniform, noise=noises,
+                before, (attention, uniform, noises) = self._layer(lambda: self._sa_softmax(block.sa))
+                yield Step(k, "sa", before, self.tokens, shape, attention, uniform, noise=noises,
                            below=self.below, exact=was and self.points)
             else:
-                attention, uniform = self._sa(block.sa)
-                yield Step(k, "sa", mid, list(self.tokens), shape, attention, uniform)
+                before, (attention, uniform) = self._layer(lambda: self._sa(block.sa))
+                yield Step(k, "sa", before, self.tokens, shape, attention, uniform)

@@ -95,9 +95,14 @@ def up(q: fmpq) -> fmpq:
     itself when it is already that short)."""
     if q <= 0:
         return fmpq(0)
-    if q.q.bit_length() <= 64 and q.p.bit_length() <= 64:
-        return q  # short already
-    num, den = int(q.p), int(q.q)
+    num, den = q.p, q.q
+    if num.bit_length() <= BOUND_BITS and not den & (den - 1) or den.bit_length() <= 64 and num.bit_length() <= 64:
+        return q  # short already (a dyadic of at most BOUND_BITS bits is its own rounding)
+    num, den = int(num), int(den)
+    if not den & (den - 1):  # a dyadic: the top BOUND_BITS bits of num, rounded up
+        s = num.bit_length() - BOUND_BITS
+        m, k = -(-num >> s), den.bit_length() - 1 - s
+        return fmpq(m, 1 << k) if k >= 0 else fmpq(m << -k)
     shift = BOUND_BITS - 1 - _floor_log2(num, den)
     top, bottom = (num << shift, den) if shift >= 0 else (num, den << -shift)
     m = -(-top // bottom)

@@ -9,12 +9,13 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 
 from flint import fmpq
 
 from tfcert.verify.errors import InputError
-from tfcert.verify.numbers import LIMITS, MAX_DIGITS, FloatLiteral, Vec, fmt, parse_number, parse_vector, show
+from tfcert.verify.numbers import LIMITS, MAX_DIGITS, FloatLiteral, Vec, fmt, key, parse_number, parse_vector, show
 
 DATASET_FORMAT = "tfcert.dataset/1"
 MODEL_FORMAT = "tfcert.model/1"
@@ -61,6 +62,16 @@ class FF:
     @property
     def width(self) -> int:
         return len(self.U)
+
+    @cached_property
+    def sparse(self) -> tuple[tuple, tuple]:
+        """U's and W's rows as their non-zero (index, entry) pairs: a zero
+        entry adds an exact 0, so the replay skips it."""
+        return tuple(_nonzero(r) for r in self.U), tuple(_nonzero(r) for r in self.W)
+
+
+def _nonzero(row: Vec) -> tuple[tuple[int, fmpq], ...]:
+    return tuple((j, v) for j, v in enumerate(row) if v)
 
 
 @dataclass(frozen=True)
@@ -249,13 +260,13 @@ def read_dataset(doc: Document) -> Dataset:
             if not tokens:
                 raise InputError(f"{where}.{side}: empty sequence")
             seq = tuple(vector(t, d, f"{where}.{side}[{i}]", MAX_DIGITS) for i, t in enumerate(tokens))
-            seen: dict[Vec, int] = {}
+            seen: dict[tuple, int] = {}
             for i, token in enumerate(seq):
-                if token in seen:
+                if key(token) in seen:
                     raise InputError(
-                        f"{where}.{side}[{i}]: token repeats {side}[{seen[token]}]; "
+                        f"{where}.{side}[{i}]: token repeats {side}[{seen[key(token)]}]; "
                         f"tokens within a sequence must be pairwise distinct")
-                seen[token] = i
+                seen[key(token)] = i
             seqs.append(seq)
         if len(seqs[1]) > len(seqs[0]):
             raise InputError(f"{where}.output: {len(seqs[1])} output tokens exceed the "
@@ -270,13 +281,13 @@ def _drop_duplicates(name: str, d: int, pairs: list[Pair]) -> Dataset:
     first: dict[frozenset, Pair] = {}
     kept, warnings = [], []
     for pair in pairs:
-        key = frozenset(pair.input)
-        if key not in first:
-            first[key] = pair
+        inputs = frozenset(map(key, pair.input))
+        if inputs not in first:
+            first[inputs] = pair
             kept.append(pair)
             continue
-        other = first[key]
-        if frozenset(other.output) != frozenset(pair.output):
+        other = first[inputs]
+        if frozenset(map(key, other.output)) != frozenset(map(key, pair.output)):
             raise InputError(
                 f"{name}: $.pairs[{pair.index}]: same input set as $.pairs[{other.index}] but a "
                 f"different output set; no permutation-equivariant map (no transformer) can "

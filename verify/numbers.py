@@ -58,9 +58,21 @@ class FloatLiteral(str):
     """The source text of a bare JSON float, kept so it is read exactly."""
 
 
+_SHORT: dict[str, fmpq] = {}  # texts of at most 16 characters already read (files repeat small numbers)
+
+
 def parse_number(value: object, where: str, digits: int = MAX_DIGITS) -> fmpq:
     """Turn one JSON value into an exact rational, or raise InputError naming
     ``where``; at most ``digits`` digits (and |exponent| ≤ MAX_EXPONENT)."""
+    if isinstance(value, str) and value in _SHORT:  # no limit refuses 16 characters: the value is the same
+        return _SHORT[value]
+    number = _parse(value, where, digits)
+    if isinstance(value, str) and len(value) <= 16 and len(_SHORT) < 100_000:
+        _SHORT[value] = number
+    return number
+
+
+def _parse(value: object, where: str, digits: int) -> fmpq:
     if isinstance(value, bool):
         raise InputError(f"{where}: expected a number, got a boolean")
     if isinstance(value, int):
@@ -125,9 +137,11 @@ def show(x: object, digits: int = 200) -> str:
     return f"{text[:digits // 2]}…({len(text)} characters)"
 
 
-def key(v: Vec) -> str:
-    """A dict key for a vector: hashing fmpq goes through fractions.Fraction, slowly."""
-    return " ".join(map(str, v))
+def key(v: Vec) -> tuple:
+    """A dict key for a vector: its numerators, then its denominators (an fmpq
+    is always in lowest terms, so equal vectors give equal keys). Hashing fmpq
+    itself goes through fractions.Fraction, and str() is slower still."""
+    return tuple([x.p for x in v] + [x.q for x in v])
 
 
 def dot(a: Vec, b: Vec) -> fmpq:

@@ -288,7 +288,7 @@ class Analysis:
             unit_err.append(row.absdot("delta", self.X) + row.absdot("exact", self.E) + b.delta[k]
                             + fmt.gamma(max(c, 1)) * scaled + c * fmt.tiny)
         todo = self._ff_reach(step, before, U, b, W, eta, unit_err)
-        done: dict[tuple[str, str], tuple] = {}  # equal tokens with equal errors (a cluster at a snap): one bound
+        done: dict[tuple, tuple] = {}  # equal tokens with equal errors (a cluster at a snap): one bound
         for g in todo:
             same = (key(before[g]), key(self.err[g])) if is_point(before[g]) else None
             if same not in done:
@@ -304,16 +304,15 @@ class Analysis:
     def _ff_reach(self, step, before, U, b, W, eta, unit_err) -> list[int]:
         """Tokens that some unit may reach: every other token has all its
         units off (pre-activation ≤ −δz) and η = 1, so x̂ passes unchanged."""
-        everyone = list(range(len(before)))
         if eta.exact[0] != 1 or eta.hat[0] != 1 or not step.exact:
-            return everyone
-        groups: dict[str, tuple[Vec, fmpq]] = {}  # by key(row)
+            return list(range(len(before)))
+        groups: dict[tuple, tuple[Vec, fmpq]] = {}  # by key(row)
         for k, row in enumerate(U):
             if not any(w.exact[k] or w.hat[k] for w in W):
                 continue  # a unit that writes nothing: 0·relu(finite) = 0 exactly
             if not any(row.exact):
                 if b.exact[k] > -unit_err[k]:
-                    return everyone  # a constant unit that may be on: it shifts every token
+                    return list(range(len(before)))  # a constant unit that may be on: it shifts every token
                 continue
             threshold = -b.exact[k] - unit_err[k]
             old = groups.get(key(row.exact), (row.exact, threshold))[1]
@@ -412,12 +411,14 @@ class Analysis:
             self._check_matrix(m, name)
         scores = A.bilinear(self.X, self.X, "hat")
         self._check_range(scores, "an attention score")
-        longest = max(len(seq) for seq in step.before) if step.before else 0
+        longest = max(step.shape, default=0)
         self._check_range(longest * max(self.X, default=ZERO), "the sum of an attention average")
         if softmax:
             self._check_range(scores / round_nearest(self.model.temperature, self.fmt), "a scaled attention score")
         if rho.exact[0] == 1 and rho.hat[0] == 1 and V.literal_zero:
             return  # x̂ + 0·(finite) = x̂ exactly
+        plain = rho.exact[0] == rho.hat[0] and rho.hat[0] in (0, 1)  # ρ̂ x̂_c is x̂_c or 0, exactly
+        copied = [plain and V.zero_row(c) for c in range(self.d)]  # and V's row c is 0: x̂_c + 0 or 0 + 0
         new = []
         for j, seq in enumerate(step.before):
             o = self.offsets[j]
@@ -431,7 +432,7 @@ class Analysis:
             else:
                 means = self._hardmax(step.attention[j], seq, mags, errs, A, j)
             for i, e in enumerate(errs):
-                new.append(self._sa_out(mags[i], e, means[i], rho, V))
+                new.append(self._sa_out(mags[i], e, means[i], rho, V, copied))
         self.err = new
         self._refresh(after)
 
@@ -525,19 +526,19 @@ class Analysis:
             out.append((em, mm))
         return out
 
-    def _sa_out(self, mag, e, mean, rho, V: Matrix) -> tuple:
+    def _sa_out(self, mag, e, mean, rho, V: Matrix, copied: list[bool]) -> tuple:
+        """``copied[c]``: coordinate c is ρ̂ x̂_c + 0 with ρ̂ ∈ {0, 1}, exactly."""
         em, mm = mean
         fmt = self.fmt
         applied = V.apply_abs(em)
         dv = V.apply_delta(mm)
         hat = V.apply_abs(mm, "hat")
         depth = self.d + len(V.terms) + 3
-        plain = rho.exact[0] == rho.hat[0] and rho.hat[0] in (0, 1)  # ρ̂ x̂_c is x̂_c or 0, exactly
         # dense entries (× |m|), the low-rank v·m (× |u|), the products
         underflow = (len(V.terms) + 1) * sum(mm, ZERO) + self.d + 2 * len(V.terms) + 2
         out = []
         for c in range(self.d):
-            if plain and V.zero_row(c):  # every entry of V's row c is 0, exact and rounded: x̂_c + 0 or 0 + 0
+            if copied[c]:
                 out.append(e[c] if rho.hat[0] == 1 else ZERO)
                 continue
             terms = abs(rho.hat[0]) * mag[c] + hat[c]

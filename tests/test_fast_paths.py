@@ -1,0 +1,125 @@
+"""The replay's shortcuts give what the defining formulas give (issue 8:
+"both paths tested to agree"): the rank-one argmax by sorting against all n
+scores, the sparse feed-forward layer against the dense formula in Python
+Fractions, and dict keys of vectors against equality."""
+from __future__ import annotations
+
+from fractions import Fraction
+
+import pytest
+from conftest import REPO
+from flint import fmpq
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from tfcert.verify.evaluate import Replay, Scores, apply_ff, attention_of, attention_table
+from tfcert.verify.formats import FF, LowRank, load_document, read_dataset, read_model
+from tfcert.verify.numbers import dot, key
+
+# small values with many zeros and ties: the cases where the shortcuts could differ
+small = st.sampled_from([0, 0, 0, 1, -1, 2, -3, Fraction(1, 2), Fraction(-7, 3)])
+
+
+def vec(d: int):
+    return st.lists(small, min_size=d, max_size=d).map(lambda v: tuple(fmpq(x.numerator, x.denominator)
+                                                                         if isinstance(x, Fraction) else fmpq(x)
+                                                                         for x in v))
+
+
+@st.composite
+def rank_one_case(draw):
+    d = draw(st.integers(1, 4))
+    n = draw(st.integers(1, 8))
+    return draw(vec(d)), draw(vec(d)), [draw(vec(d)) for _ in range(n)]
+
+
+@settings(max_examples=300, deadline=None)
+@given(rank_one_case())
+def test_rank_one_argmax_by_sorting_equals_all_scores(case):
+    u, v, X = case
+    A = LowRank(fmpq(0), ((u, v),))
+    table = Scores(A, X)
+    assert attention_table(A, X) == [attention_of(table.row(i)) for i in range(len(X))]
+
+
+@st.composite
+def ff_case(draw):
+    d = draw(st.integers(1, 4))
+    width = draw(st.integers(1, 5))
+    ff = FF(draw(st.sampled_from([fmpq(1), fmpq(0), fmpq(1, 2)])), tuple(draw(vec(d)) for _ in range(width)),
+            draw(vec(width)), tuple(draw(vec(width)) for _ in range(d)))
+    return ff, draw(vec(d))
+
+
+def as_fraction(x: fmpq) -> Fraction:
+    return Fraction(int(x.p), int(x.q))
+
+
+@settings(max_examples=300, deadline=None)
+@given(ff_case())
+def test_sparse_feed_forward_equals_the_dense_formula(case):
+    ff, x = case
+    X = [as_fraction(v) for v in x]
+    hidden = [max(Fraction(0), sum((as_fraction(u) * xi for u, xi in zip(row, X)), Fraction(0)) + as_fraction(b))
+              for row, b in zip(ff.U, ff.b)]
+    dense = [as_fraction(ff.eta) * xi + sum((as_fraction(w) * h for w, h in zip(row, hidden)), Fraction(0))
+             for xi, row in zip(X, ff.W)]
+    assert [as_fraction(v) for v in apply_ff(ff, x)] == dense
+
+
+@given(vec(3), vec(3))
+def test_vector_keys_are_equal_exactly_when_the_vectors_are(a, b):
+    assert (key(a) == key(b)) == (a == b)
+    assert key(a) == key(tuple(fmpq(2 * v.p, 2 * v.q) for v in a))  # the same rationals, not in lowest terms
+
+
+@st.composite
+def low_rank_case(draw):
+    d = draw(st.integers(1, 3))
+    n = draw(st.integers(1, 8))
+    terms = tuple((draw(vec(d)), draw(vec(d))) for _ in range(draw(st.integers(2, 3))))
+    return terms, [draw(vec(d)) for _ in range(n)]
+
+
+@settings(max_examples=300, deadline=None)
+@given(low_rank_case())
+def test_distinct_queries_and_keys_give_the_attention_of_all_scores(case):
+    terms, X = case
+    A = LowRank(fmpq(0), terms)
+    table = Scores(A, X)
+    assert attention_table(A, X) == [attention_of(table.row(i)) for i in range(len(X))]
+
+
+@given(st.integers(1, 2**200), st.integers(0, 300), st.booleans())
+def test_up_is_the_least_short_dyadic_above(num, k, dyadic):
+    """up(q): the least number m·2^e ≥ q with m < 2^BOUND_BITS (q itself when short)."""
+    from tfcert.verify.floats import BOUND_BITS, up
+    q = Fraction(num, 2**k if dyadic else 2**k * 3 + 1)
+    r = up(fmpq(q.numerator, q.denominator))
+    value = Fraction(int(r.p), int(r.q))
+    assert value >= q
+    if value != q:  # otherwise q was short enough to keep: then it has at most 64 bits
+        e = value.numerator.bit_length() - value.denominator.bit_length()  # ~log2(value)
+        ulp = Fraction(2) ** (e - BOUND_BITS + 2)
+        assert value - q < ulp  # rounded up by less than one unit of the BOUND_BITS-th bit
+
+
+@pytest.mark.parametrize("name", ["random-d20-wide", "demo-softmax", "equal-means-hardmax"])
+def test_a_step_shows_tokens_and_sorted_projections_as_before_its_layer(name):
+    """A Step is a view, not a copy: its tokens before the layer and the
+    replay's sorted projections (moved only when the next layer starts) must
+    equal a copy taken before the layer and a fresh sort of that copy."""
+    folder = REPO / "certificates" / name
+    model = read_model(load_document(folder / "model.json"))
+    inputs = [p.input for p in read_dataset(load_document(folder / "dataset.json")).pairs]
+    previous = [x for seq in inputs for x in seq]
+    seen = 0
+    for step in Replay(model, inputs).steps():
+        assert list(step.flat_before) == previous
+        for proj in (step.sorted_before or {}).values():
+            fresh = sorted((dot(proj.direction, x), g) for g, x in enumerate(previous))
+            assert (proj.keys, proj.ids) == ([v for v, _ in fresh], [g for _, g in fresh])
+            assert step.projections(proj.direction) == (proj.keys, proj.ids)
+            seen += 1
+        previous = list(step.flat_after)
+    assert seen > 0
