@@ -125,7 +125,7 @@ def direction(values: list[Vec], d: int) -> Vec:
     rng = random.Random(12345)
     coarse = [_candidate(rng, d, 2 ** 20) for _ in range(CANDIDATES)]
     scores = _spread_scores(values, coarse, d)
-    ranked = [w for _, w in sorted(zip(scores, coarse), key=lambda pair: pair[0], reverse=True)]
+    ranked = [w for score, w in sorted(zip(scores, coarse), key=lambda pair: pair[0], reverse=True) if score >= 0]
     for w in ranked + [_candidate(rng, d, 2 ** 40) for _ in range(1000)]:
         keys = sorted(dot(w, x) for x in values)
         if any(w) and all(a != b for a, b in zip(keys, keys[1:])):
@@ -142,7 +142,11 @@ CANDIDATES = 48
 
 def _spread_scores(values: list[Vec], candidates: list[Vec], d: int) -> list[float]:
     """Per candidate: least gap / spread of the projections, in float64 (0
-    where the floats cannot tell, e.g. coordinates beyond float64's range)."""
+    where the floats cannot tell, e.g. coordinates beyond float64's range;
+    −1 where two projections coincide in float64: even if they differ
+    exactly, a float run cannot tell those tokens apart, so the candidate is
+    not worth its exact check — on many small-integer tokens every coarse
+    candidate is such)."""
     try:
         X = np.array([[float(v) for v in x] for x in values], dtype=np.float64).reshape(len(values), d)
     except OverflowError:  # coordinates beyond float64: no ranking
@@ -153,6 +157,7 @@ def _spread_scores(values: list[Vec], candidates: list[Vec], d: int) -> list[flo
         spread = P[-1] - P[0]
         least = np.diff(P, axis=0).min(axis=0) if len(values) > 1 else np.ones(len(candidates))
         score = np.where(np.isfinite(least / spread), least / spread, 0.0)
+        score = np.where((least == 0) & (spread > 0) & np.isfinite(spread), -1.0, score)
     return [float(x) for x in score]
 
 

@@ -75,8 +75,8 @@ def _floor_log2(num: int, den: int) -> int:
 def round_nearest(q: fmpq, fmt: Format) -> fmpq:
     """The number of ``fmt`` nearest to q, ties to even. OverflowError when
     it would be infinite (|q| at least the largest number plus half an ulp)."""
-    if q == 0:
-        return q
+    if q == 0 or q.q == 1 and q.p.bit_length() <= fmt.precision:
+        return q  # an integer of at most p bits is a number of the format
     num, den = abs(int(q.p)), int(q.q)
     e = max(_floor_log2(num, den), fmt.emin)
     shift = fmt.precision - 1 - e  # q·2^shift has p significant bits (fewer if subnormal)
