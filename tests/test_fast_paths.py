@@ -1,7 +1,8 @@
 """The replay's shortcuts give what the defining formulas give (issue 8:
-"both paths tested to agree"): the rank-one argmax by sorting against all n
-scores, the sparse feed-forward layer against the dense formula in Python
-Fractions, and dict keys of vectors against equality."""
+"both paths tested to agree"): the argmax by convex layers (rank-one and
+rank-two scores, d = 2) against all n² scores, the sparse feed-forward layer
+against the dense formula in Python Fractions, dict keys of vectors against
+equality, a Step's view against copies, a snap's deduplicated rows."""
 from __future__ import annotations
 
 from fractions import Fraction
@@ -35,7 +36,7 @@ def rank_one_case(draw):
 
 @settings(max_examples=300, deadline=None)
 @given(rank_one_case())
-def test_rank_one_argmax_by_sorting_equals_all_scores(case):
+def test_rank_one_argmax_equals_all_scores(case):
     u, v, X = case
     A = LowRank(fmpq(0), ((u, v),))
     table = Scores(A, X)
@@ -74,18 +75,23 @@ def test_vector_keys_are_equal_exactly_when_the_vectors_are(a, b):
 
 
 @st.composite
-def low_rank_case(draw):
-    d = draw(st.integers(1, 3))
-    n = draw(st.integers(1, 8))
-    terms = tuple((draw(vec(d)), draw(vec(d))) for _ in range(draw(st.integers(2, 3))))
-    return terms, [draw(vec(d)) for _ in range(n)]
+def planar_case(draw):
+    """Scores that are dot products in the plane: d = 2 with any A (scale and
+    0–2 terms), or A of rank two in d = 1…3; tokens on a small grid, so that
+    duplicates, collinear keys and keys inside the hull all occur."""
+    d = draw(st.sampled_from([2, 2, 1, 3]))
+    scale = fmpq(draw(st.sampled_from([0, 1, -1, 2]))) if d == 2 else fmpq(0)
+    count = draw(st.integers(0, 2)) if d == 2 else 2
+    terms = tuple((draw(vec(d)), draw(vec(d))) for _ in range(count))
+    n = draw(st.integers(1, 24))
+    grid = st.lists(st.integers(-2, 2), min_size=d, max_size=d).map(lambda v: tuple(fmpq(x) for x in v))
+    return LowRank(scale, terms), [draw(grid) for _ in range(n)]
 
 
-@settings(max_examples=300, deadline=None)
-@given(low_rank_case())
-def test_distinct_queries_and_keys_give_the_attention_of_all_scores(case):
-    terms, X = case
-    A = LowRank(fmpq(0), terms)
+@settings(max_examples=500, deadline=None)
+@given(planar_case())
+def test_argmax_by_convex_layers_equals_all_scores(case):
+    A, X = case
     table = Scores(A, X)
     assert attention_table(A, X) == [attention_of(table.row(i)) for i in range(len(X))]
 

@@ -113,8 +113,8 @@ def code_lines(path: Path) -> int:
 def test_trusted_base_stays_small():
     """The checker a user must trust stays small: ~1450 lines for the exact
     replay and its claims (with the shortcuts that make it linear: sparse
-    feed-forward rows, argmax by sorting for rank-one scores, projections
-    updated in place), ~420 for the float analysis (claims/float.py, floats.py)."""
+    feed-forward rows, argmax by convex layers when scores are planar,
+    projections updated in place), ~420 for the float analysis (claims/float.py, floats.py)."""
     assert sum(code_lines(p) for p in SOURCES) < 2100
 
 

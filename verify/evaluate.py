@@ -60,14 +60,8 @@ def is_zero_matrix(m: LowRank, d: int) -> bool:
     """Whether scale·I + Σ u vᵀ is the zero matrix (checked entry by entry)."""
     if not m.terms:
         return m.scale == 0
-    for i in range(d):
-        for k in range(d):
-            entry = m.scale if i == k else ZERO
-            for u, v in m.terms:
-                entry += u[i] * v[k]
-            if entry != 0:
-                return False
-    return True
+    return all(sum((u[i] * v[k] for u, v in m.terms), m.scale if i == k else ZERO) == 0
+               for i in range(d) for k in range(d))
 
 
 @dataclass(frozen=True)
@@ -101,39 +95,83 @@ class Scores:
 
 
 def attention_table(A: LowRank, X: list[Vec]) -> list[Attention]:
-    """Every token's hardmax attention in one sequence. With scale 0 a score
-    depends on the query's projections alone, so each distinct query is
-    scored once; with rank one, by sorting."""
-    if A.scale == 0 and len(A.terms) == 1:
-        return _rank_one_table(A.terms[0], X)
-    table, memo = Scores(A, X), {}
-    names = [key(q) if A.scale == 0 else i for i, q in enumerate(table.queries)]
-    for i, name in enumerate(names):
-        if name not in memo:
-            memo[name] = attention_of(table.row(i))
-    return [memo[name] for name in names]
+    """Every token's hardmax attention in one sequence. When each score is a
+    dot product in the plane — A = Σ u vᵀ of rank one or two (query v·x_i,
+    key u·x_l, a rank-one form padded with a zero), or d = 2 (query A x_i,
+    key x_l) — by convex layers: a sort and a few scores per query. Else
+    from all n² scores."""
+    if len(X) > 2 and A.scale == 0 and 1 <= len(A.terms) <= 2:
+        pad = (ZERO,) * (2 - len(A.terms))
+        return _planar_table([tuple(dot(v, x) for _, v in A.terms) + pad for x in X],
+                             [tuple(dot(u, x) for u, _ in A.terms) + pad for x in X])
+    if len(X) > 2 and len(X[0]) == 2:
+        return _planar_table([apply_low_rank(A, x) for x in X], X)
+    table = Scores(A, X)
+    return [attention_of(table.row(i)) for i in range(len(X))]
 
 
-def _rank_one_table(term: tuple[Vec, Vec], X: list[Vec]) -> list[Attention]:
-    """A = u vᵀ: the score of l for i is (v·x_i)(u·x_l), so the argmax is
-    where u·x_l is largest (v·x_i > 0), smallest (< 0) or anywhere (= 0), and
-    the gap |v·x_i| times the distance to the next value of u·x_l: the same
-    Attention as ``attention_of`` on the n scores, from one sort."""
-    u, v = term
-    keys = [dot(u, x) for x in X]
-    order = sorted(keys)
-    ends = []
-    for extreme, rest in ((order[-1], reversed(order)), (order[0], iter(order))):
-        nxt = next((k for k in rest if k != extreme), None)
-        ends.append((tuple(l for l, k in enumerate(keys) if k == extreme),
-                     None if nxt is None else abs(extreme - nxt)))
-    everyone = Attention(tuple(range(len(X))), None)
-    out = []
-    for x in X:
-        q = dot(v, x)
-        argmax, distance = ends[0] if q > 0 else ends[1]
-        out.append(everyone if q == 0 else Attention(argmax, None if distance is None else abs(q) * distance))
-    return out
+def _edges(points: list[Vec]) -> list[list[Vec]]:
+    """The boundary of the hull of ``points`` (distinct, sorted) as its edges,
+    each the list of the points on it in order, ends included: Andrew's
+    monotone chains, popping only at a strict right turn, cut where they turn."""
+    def cross(o: Vec, a: Vec, b: Vec) -> fmpq:
+        return (a[0] - o[0]) * (b[1] - o[1]) - (a[1] - o[1]) * (b[0] - o[0])
+
+    edges = []
+    for seq in (points, points[::-1]):
+        chain: list[Vec] = []
+        for p in seq:
+            while len(chain) >= 2 and cross(chain[-2], chain[-1], p) < 0:
+                chain.pop()
+            chain.append(p)
+        edge = chain[:1]
+        if len(chain) == 1:  # one point: an edge of its own
+            edges.append(edge)
+        for k, p in enumerate(chain[1:], 1):
+            edge.append(p)
+            if k == len(chain) - 1 or cross(chain[k - 1], p, chain[k + 1]) != 0:
+                edges.append(edge)
+                edge = [p]
+    return edges
+
+
+def _planar_table(queries: list[Vec], keys: list[Vec]) -> list[Attention]:
+    """Scores q_i·k_l in the plane. For q ≠ 0 the argmax set lies on the
+    boundary L1 of the keys' hull, the best score outside it on L1 or on the
+    boundary L2 of the hull of the keys inside L1 (it is the best of those
+    too). Along an edge a score is monotone, or constant when q is normal to
+    it: the ends of each edge and, on L1, their neighbours carry the best and
+    the second best; an edge whose ends both score best joins the argmax
+    whole. The same Attention as from all n scores."""
+    ids: dict[tuple, list[int]] = {}
+    for l, k in enumerate(keys):
+        ids.setdefault(key(k), []).append(l)
+    points = distinct_sorted(keys)
+    first = _edges(points)
+    on_first = {key(p) for edge in first for p in edge}
+    second = _edges([p for p in points if key(p) not in on_first])
+    near = distinct_sorted([p for e in first for p in (e[:2] + e[-2:])] + [p for e in second for p in (e[0], e[-1])])
+    memo: dict[tuple, Attention] = {}
+    for q in queries:
+        if key(q) not in memo:
+            if not any(q):
+                memo[key(q)] = Attention(tuple(range(len(keys))), None)
+                continue
+            score = {key(p): q[0] * p[0] + q[1] * p[1] for p in near}
+            best = max(score.values())
+            rest = [v for v in score.values() if v != best]
+            top = {name for name, v in score.items() if v == best}
+            for edge in first:
+                if key(edge[0]) in top and key(edge[-1]) in top:
+                    top.update(key(p) for p in edge)
+            memo[key(q)] = Attention(tuple(sorted(l for name in top for l in ids[name])),
+                                     best - max(rest) if rest else None)
+    return [memo[key(q)] for q in queries]
+
+
+def distinct_sorted(items: list) -> list:
+    ordered = sorted(items)
+    return [x for k, x in enumerate(ordered) if k == 0 or x != ordered[k - 1]]
 
 
 def attention_of(s: list[fmpq]) -> Attention:

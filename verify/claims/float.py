@@ -279,15 +279,13 @@ class Analysis:
 
     def _ff(self, step, before, after, where: str) -> None:
         eta, U, b, W, writers = self._rounded(step.block, "ff")
-        fmt = self.fmt
-        unit_err = []  # global δz per unit: bounds every token's pre-activation error
         for k, (row, bk) in enumerate(zip(U, b.hat)):
-            c = nonzero(row.hat) + (bk != 0)
-            scaled = row.absdot("hat", self.X) + abs(bk)
-            self._check_range(scaled, f"unit {k}'s pre-activation")
-            unit_err.append(row.absdot("delta", self.X) + row.absdot("exact", self.E) + b.delta[k]
-                            + fmt.gamma(max(c, 1)) * scaled + c * fmt.tiny)
-        todo = self._ff_reach(step, before, U, b, W, eta, unit_err)
+            self._check_range(row.absdot("hat", self.X) + abs(bk), f"unit {k}'s pre-activation")
+        todo = self._ff_reach(step, before, U, b, W, eta, self._unit_errors(U, b, self.X, self.E))
+        if 0 < len(todo) < len(before):  # again, with the maxima over those tokens alone (far tokens
+            near = [self.mag[g] for g in todo], [self.err[g] for g in todo]  # no longer widen the margin)
+            X, E = ([max(v[c] for v in vectors) for c in range(self.d)] for vectors in near)
+            todo = self._ff_reach(step, before, U, b, W, eta, self._unit_errors(U, b, X, E))
         done: dict[tuple, tuple] = {}  # equal tokens with equal errors (a cluster at a snap): one bound
         for g in todo:
             same = (key(before[g]), key(self.err[g])) if is_point(before[g]) else None
@@ -301,9 +299,22 @@ class Analysis:
             for g in todo:
                 self._widen(g, after[g])
 
+    def _unit_errors(self, U, b, X, E) -> list:
+        """δz per unit: bounds the pre-activation error of every token with
+        |x̂| ≤ X and error ≤ E per coordinate."""
+        out = []
+        for k, (row, bk) in enumerate(zip(U, b.hat)):
+            c = nonzero(row.hat) + (bk != 0)
+            out.append(row.absdot("delta", X) + row.absdot("exact", E) + b.delta[k]
+                       + self.fmt.gamma(max(c, 1)) * (row.absdot("hat", X) + abs(bk)) + c * self.fmt.tiny)
+        return out
+
     def _ff_reach(self, step, before, U, b, W, eta, unit_err) -> list[int]:
         """Tokens that some unit may reach: every other token has all its
-        units off (pre-activation ≤ −δz) and η = 1, so x̂ passes unchanged."""
+        units off (pre-activation ≤ −δz) and η = 1, so x̂ passes unchanged.
+        ``unit_err`` bounds δz for every token (global maxima), or for every
+        token this returned with the global bound (the maxima over those): a
+        token of that set beyond the tighter threshold is off by its own bound."""
         if eta.exact[0] != 1 or eta.hat[0] != 1 or not step.exact:
             return list(range(len(before)))
         groups: dict[tuple, tuple[Vec, fmpq]] = {}  # by key(row)
