@@ -1,13 +1,18 @@
 """Exact replay of a model, one layer at a time — the one way tfcert
 evaluates a layer.
 
-A layer is always evaluated by its defining formula in exact rationals. The
-only shortcut is *which* tokens get evaluated: a feed-forward layer with η = 1
-changes a token only if some unit group's contribution is non-zero there, and
-``ff_support`` proves, exactly, an interval of each group's direction outside
-which the contribution vanishes. Tokens are kept sorted by their projection
-on the directions in use, so the tokens inside those intervals are found by
-binary search; every other token is provably unchanged.
+A layer is always evaluated by its defining formula in exact rationals. Two
+shortcuts decide *what* gets evaluated, never how:
+
+* which tokens: a feed-forward layer with η = 1 changes a token only if some
+  unit group's contribution is non-zero there, and ``ff_support`` proves,
+  exactly, an interval of each group's direction outside which the
+  contribution vanishes. Tokens are kept sorted by their projection on the
+  directions in use, so the tokens inside those intervals are found by
+  binary search; every other token is provably unchanged.
+* which scores: when a hardmax score is a dot product in the plane, the
+  argmax and the runner-up lie among a few points of the keys' convex
+  layers (``_planar_table``), which are scored exactly as the formula says.
 """
 from __future__ import annotations
 

@@ -61,10 +61,9 @@ def token_ref(value: object, where: str, ctx: Context) -> tuple[int, int]:
     if len(pair) != 2:
         raise InputError(f"{where}: expected [sequence, token]")
     j = integer(pair[0], f"{where}[0]", 0, 10**9)
-    rows = {p.index: p for p in ctx.dataset.pairs}
-    if j not in rows:
+    if j not in ctx.position:
         raise InputError(f"{where}[0]: no sequence {j} in the dataset")
-    i = integer(pair[1], f"{where}[1]", 0, len(rows[j].input) - 1)
+    i = integer(pair[1], f"{where}[1]", 0, len(ctx.dataset.pairs[ctx.position[j]].input) - 1)
     return j, i
 
 
