@@ -7,7 +7,6 @@ import hashlib
 from dataclasses import dataclass
 
 from tfcert.construct.collapse import collapse
-from tfcert.construct.hats import distinct
 from tfcert.construct.leaders import leader_phase
 from tfcert.construct.separation import Phase, bumps, offset, separation
 from tfcert.construct.snap import UNITS, snap_phase
@@ -15,6 +14,7 @@ from tfcert.construct.temperature import tau_star_claim
 from tfcert.errors import InputError
 from tfcert.verify.claims.float import Analysis
 from tfcert.verify.claims.size import measure
+from tfcert.verify.evaluate import distinct_sorted
 from tfcert.verify.floats import FORMATS
 from tfcert.verify.formats import CERTIFICATE_FORMAT, Block, Dataset, Model, dumps, model_json
 
@@ -58,7 +58,7 @@ def construct(dataset: Dataset, attention: str = "hardmax", width: int = 4) -> C
         temperature, claim = tau_star_claim(sa, before_collapse, dataset, radius, last)
         # under softmax the collapse leaves clusters of nearby, not equal, tokens
         collapse_claims = [c for c in collapse_claims if c["kind"] != "clusters"] + [claim]
-    if any(distinct(s) != distinct(p.output) for s, p in zip(seqs, dataset.pairs)):
+    if any(distinct_sorted(s) != distinct_sorted(p.output) for s, p in zip(seqs, dataset.pairs)):
         raise AssertionError("construction does not interpolate")  # a bug, caught before any file is written
     phases = (bump, sep, off,
               Phase("leaders", (last + 1 - len(lead_blocks), last + 1), tuple(lead_blocks), tuple(lead_claims)),

@@ -168,12 +168,6 @@ def dyadic_near(x: fmpq, step: fmpq) -> fmpq:
     return fmpq(int((x / step).floor())) * step
 
 
-def distinct(items: list) -> list:
-    """The distinct items, sorted (sorting, not hashing: rational hashes are slow)."""
-    ordered = sorted(items)
-    return [x for k, x in enumerate(ordered) if k == 0 or x != ordered[k - 1]]
-
-
 def min_gap(sorted_values: list[fmpq]) -> fmpq | None:
     gaps = [b - a for a, b in zip(sorted_values, sorted_values[1:])]
     return min(gaps) if gaps else None

@@ -17,8 +17,8 @@ from itertools import chain, combinations, count, islice
 import numpy as np
 from flint import fmpq
 
-from tfcert.construct.hats import Hat, Projections, direction, distinct, hat_blocks, min_gap
-from tfcert.verify.evaluate import mean
+from tfcert.construct.hats import Hat, Projections, direction, hat_blocks, min_gap
+from tfcert.verify.evaluate import distinct_sorted, mean
 from tfcert.verify.formats import FF, SA, Block, Dataset, LowRank
 from tfcert.verify.numbers import Vec, add, dot, scale, unit
 
@@ -114,7 +114,7 @@ def separation(dataset: Dataset, seqs: list[list[Vec]], block: int) -> tuple[Pha
     Returns the phase and the tokens after it: every t distinct."""
     d = dataset.d
     means = _means(seqs)
-    w = direction(distinct([x for s in seqs for x in s] + means), d)
+    w = direction(distinct_sorted([x for s in seqs for x in s] + means), d)
     values = [dot(w, x) for s in seqs for x in s]
     lo, hi = min(values), max(values)
     alpha = ONE

@@ -175,6 +175,7 @@ def _planar_table(queries: list[Vec], keys: list[Vec]) -> list[Attention]:
 
 
 def distinct_sorted(items: list) -> list:
+    """The distinct items, sorted (sorting, not hashing: rational hashes are slow)."""
     ordered = sorted(items)
     return [x for k, x in enumerate(ordered) if k == 0 or x != ordered[k - 1]]
 

@@ -132,10 +132,10 @@ class _Object(dict):
 
 def _object(pairs: list[tuple[str, object]]) -> _Object:
     out = _Object()
-    for key, value in pairs:
-        if key in out and out.duplicate is None:
-            out.duplicate = key
-        out[key] = value
+    for name, value in pairs:
+        if name in out and out.duplicate is None:
+            out.duplicate = name
+        out[name] = value
     return out
 
 
@@ -201,9 +201,9 @@ def obj(value: object, where: str, keys: tuple[str, ...]) -> dict:
     """A JSON object that must carry ``keys``."""
     if not isinstance(value, dict):
         raise InputError(f"{where}: expected an object")
-    for key in keys:
-        if key not in value:
-            raise InputError(f"{where}: missing field {key!r}")
+    for name in keys:
+        if name not in value:
+            raise InputError(f"{where}: missing field {name!r}")
     return value
 
 
@@ -212,9 +212,9 @@ def fields(value: object, where: str, required: tuple[str, ...], optional: tuple
     ``required + optional``: a field the checker does not read is refused,
     never silently ignored."""
     item = obj(value, where, required)
-    for key in item:
-        if key not in required and key not in optional:
-            raise InputError(f"{where}: unknown field {show(repr(key))} (expected {', '.join(required + optional)})")
+    for name in item:
+        if name not in required and name not in optional:
+            raise InputError(f"{where}: unknown field {show(repr(name))} (expected {', '.join(required + optional)})")
     return item
 
 
