@@ -162,15 +162,12 @@ def _planar_table(queries: list[Vec], keys: list[Vec]) -> list[Attention]:
             if not any(q):
                 memo[key(q)] = Attention(tuple(range(len(keys))), None)
                 continue
-            score = {key(p): q[0] * p[0] + q[1] * p[1] for p in near}
-            best = max(score.values())
-            rest = [v for v in score.values() if v != best]
-            top = {name for name, v in score.items() if v == best}
+            att = attention_of([dot(q, p) for p in near])
+            top = {key(near[a]) for a in att.argmax}
             for edge in first:
                 if key(edge[0]) in top and key(edge[-1]) in top:
                     top.update(key(p) for p in edge)
-            memo[key(q)] = Attention(tuple(sorted(l for name in top for l in ids[name])),
-                                     best - max(rest) if rest else None)
+            memo[key(q)] = Attention(tuple(sorted(l for name in top for l in ids[name])), att.gap)
     return [memo[key(q)] for q in queries]
 
 

@@ -282,10 +282,9 @@ class Analysis:
         for k, (row, bk) in enumerate(zip(U, b.hat)):
             self._check_range(row.absdot("hat", self.X) + abs(bk), f"unit {k}'s pre-activation")
         todo = self._ff_reach(step, before, U, b, W, eta, self._unit_errors(U, b, self.X, self.E))
-        if 0 < len(todo) < len(before):  # again, with the maxima over those tokens alone (far tokens
-            near = [self.mag[g] for g in todo], [self.err[g] for g in todo]  # no longer widen the margin)
-            X, E = ([max(v[c] for v in vectors) for c in range(self.d)] for vectors in near)
-            todo = self._ff_reach(step, before, U, b, W, eta, self._unit_errors(U, b, X, E))
+        if 0 < len(todo) < len(before):  # again, with the maxima over those tokens alone: far tokens
+            X, E = self._seq_max([self.mag[g] for g in todo]), self._seq_max([self.err[g] for g in todo])
+            todo = self._ff_reach(step, before, U, b, W, eta, self._unit_errors(U, b, X, E))  # no longer widen it
         done: dict[tuple, tuple] = {}  # equal tokens with equal errors (a cluster at a snap): one bound
         for g in todo:
             same = (key(before[g]), key(self.err[g])) if is_point(before[g]) else None
