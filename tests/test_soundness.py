@@ -361,10 +361,12 @@ def test_limits(hard, tmp_path, capsys):
 def test_z3_undecided_fails_the_claim(hard, tmp_path, capsys, monkeypatch):
     paths = write_bundle(tmp_path, hard)
     regions._zero_outside_unit.cache_clear()
+    regions._lands_on_unit.cache_clear()
     monkeypatch.setattr(z3.Solver, "check", lambda self, *a: z3.unknown)
     try:
         rc, report, _ = verify(paths, capsys, "--limit", "z3_seconds=0.5")
     finally:
         regions._zero_outside_unit.cache_clear()
+        regions._lands_on_unit.cache_clear()
     assert rc == 1 and all(any("undecided: z3 gave no answer within z3_seconds=0.5" in f for f in r["failures"])
                            for r in report["results"] if r["kind"] == "hat")

@@ -318,14 +318,14 @@ def ff_support(ff: FF) -> list[Support]:
 
 # ---------------------------------------------------------------- replay
 
-class _Projections:
-    """Token ids sorted by their exact projection on one direction, equal
-    projections by id (so a token is found by bisection among ties too)."""
+class Ranked:
+    """Token ids sorted by a value each (an exact projection; a bound in the
+    float analysis), equal values by id: a token is found by bisection among
+    ties too, and moved when its value changes."""
 
-    def __init__(self, direction: Vec, tokens: list[Vec]):
-        self.direction = direction
-        self.value = [dot(direction, x) for x in tokens]
-        pairs = sorted((v, g) for g, v in enumerate(self.value))
+    def __init__(self, values: list[fmpq]):
+        self.value = values
+        pairs = sorted(zip(values, range(len(values))))
         self.keys = [v for v, _ in pairs]
         self.ids = [g for _, g in pairs]
 
@@ -337,15 +337,27 @@ class _Projections:
     def _position(self, v: fmpq, g: int) -> int:
         """Where (v, g) is or would go: bisection on the keys, then on the ids of equal keys."""
         start = bisect_left(self.keys, v)
+        if start == len(self.keys) or self.keys[start] != v:
+            return start
         return bisect_left(self.ids, g, start, bisect_right(self.keys, v, start))
 
-    def move(self, g: int, x: Vec) -> None:
+    def move(self, g: int, new: fmpq) -> None:
+        if new == self.value[g]:
+            return
         k = self._position(self.value[g], g)
         del self.keys[k], self.ids[k]
-        new = self.value[g] = dot(self.direction, x)
+        self.value[g] = new
         k = self._position(new, g)
         self.keys.insert(k, new)
         self.ids.insert(k, g)
+
+
+class _Projections(Ranked):
+    """Ranked by the exact projection on one direction."""
+
+    def __init__(self, direction: Vec, tokens: list[Vec]):
+        super().__init__([dot(direction, x) for x in tokens])
+        self.direction = direction
 
 
 class Before:
@@ -465,7 +477,7 @@ class Replay:
             self.index.clear()
         for g in self.old:
             for proj in self.index.values():
-                proj.move(g, self.tokens[g])
+                proj.move(g, dot(proj.direction, self.tokens[g]))
         self.old = {}
 
     def _enclosed(self, tokens: list) -> None:

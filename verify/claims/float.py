@@ -44,10 +44,10 @@ from flint import arb, ctx, fmpq
 from tfcert.verify.errors import InputError
 from tfcert.verify.claims import Context
 from tfcert.verify.enclose import PREC, Path, bounds, coordinate_range, is_point, projection_range
-from tfcert.verify.evaluate import Scores, apply_low_rank
+from tfcert.verify.evaluate import Ranked, Scores, apply_low_rank
 from tfcert.verify.floats import FORMATS, Format, round_nearest, up
 from tfcert.verify.formats import SA, LowRank, Model, fields, number
-from tfcert.verify.numbers import Vec, add, key, scale
+from tfcert.verify.numbers import Vec, add, dot, key, scale
 
 KIND = "float"
 LAYER = "trace"
@@ -178,6 +178,7 @@ class Analysis:
         self.model, self.fmt, self.d = model, fmt, model.d
         self.give_up_above = give_up_above
         self.offsets, flat = [], []
+        self.longest = max(map(len, sequences), default=0)
         for seq in sequences:
             self.offsets.append(len(flat))
             flat.extend(seq)
@@ -212,7 +213,8 @@ class Analysis:
     def _refresh(self, flat) -> None:
         """Every token's magnitude bound (``mag``, kept beside ``err`` until
         the token or its error changes) and the global per-coordinate maxima
-        of |x̂| and of the errors."""
+        of |x̂| and of the errors; the reach lists are built again when asked."""
+        self.reach: dict[tuple, tuple[Rounded, Ranked]] = {}  # by key(row.exact)
         self.mag = [None] * len(flat)
         self.X = [ZERO] * self.d
         self.E = [ZERO] * self.d
@@ -220,9 +222,12 @@ class Analysis:
             self._widen(g, x)
 
     def _widen(self, g: int, x) -> None:
-        """Token g is now x with error err[g]: its magnitude, and the maxima."""
+        """Token g is now x with error err[g]: its magnitude, the maxima, and
+        its place in each reach list."""
         e = self.err[g]
         self.mag[g] = self._mag(x, e)
+        for row, ranked in self.reach.values():
+            ranked.move(g, self._slack(row, g, x))
         for j, (m, ej) in enumerate(zip(self.mag[g], e)):
             if m > self.X[j]:
                 self.X[j] = m
@@ -281,10 +286,7 @@ class Analysis:
         eta, U, b, W, writers = self._rounded(step.block, "ff")
         for k, (row, bk) in enumerate(zip(U, b.hat)):
             self._check_range(row.absdot("hat", self.X) + abs(bk), f"unit {k}'s pre-activation")
-        todo = self._ff_reach(step, before, U, b, W, eta, self._unit_errors(U, b, self.X, self.E))
-        if 0 < len(todo) < len(before):  # again, with the maxima over those tokens alone: far tokens
-            X, E = self._seq_max([self.mag[g] for g in todo]), self._seq_max([self.err[g] for g in todo])
-            todo = self._ff_reach(step, before, U, b, W, eta, self._unit_errors(U, b, X, E))  # no longer widen it
+        todo = self._ff_reach(step, before, U, b, W, eta)
         done: dict[tuple, tuple] = {}  # equal tokens with equal errors (a cluster at a snap): one bound
         for g in todo:
             same = (key(before[g]), key(self.err[g])) if is_point(before[g]) else None
@@ -298,39 +300,36 @@ class Analysis:
             for g in todo:
                 self._widen(g, after[g])
 
-    def _unit_errors(self, U, b, X, E) -> list:
-        """δz per unit: bounds the pre-activation error of every token with
-        |x̂| ≤ X and error ≤ E per coordinate."""
-        out = []
-        for k, (row, bk) in enumerate(zip(U, b.hat)):
-            c = nonzero(row.hat) + (bk != 0)
-            out.append(row.absdot("delta", X) + row.absdot("exact", E) + b.delta[k]
-                       + self.fmt.gamma(max(c, 1)) * (row.absdot("hat", X) + abs(bk)) + c * self.fmt.tiny)
-        return out
+    def _slack(self, row: Rounded, g: int, x: Vec) -> fmpq:
+        """w·x plus a bound on the error of w·x̂ + b̂ for token g (its own
+        magnitude and error) but for the bias's part: b's rounding, γ|b̂| and
+        the underflow terms, with γ and the underflow counting the bias as a
+        term whatever it is. A unit on row w is off for g when this is at
+        most −b − that part (as in _ff_token, where it is the error bound)."""
+        c = nonzero(row.hat) + 1
+        return (dot(row.exact, x) + row.absdot("delta", self.mag[g]) + row.absdot("exact", self.err[g])
+                + self.fmt.gamma(c) * row.absdot("hat", self.mag[g]))
 
-    def _ff_reach(self, step, before, U, b, W, eta, unit_err) -> list[int]:
+    def _ff_reach(self, step, before, U, b, W, eta) -> list[int]:
         """Tokens that some unit may reach: every other token has all its
-        units off (pre-activation ≤ −δz) and η = 1, so x̂ passes unchanged.
-        ``unit_err`` bounds δz for every token (global maxima), or for every
-        token this returned with the global bound (the maxima over those): a
-        token of that set beyond the tighter threshold is off by its own bound."""
+        units off (pre-activation ≤ −its error bound) and η = 1, so x̂ passes
+        unchanged. Found by binary search in the tokens sorted by their slack
+        on each row (the reach list, kept as tokens change)."""
         if eta.exact[0] != 1 or eta.hat[0] != 1 or not step.exact:
             return list(range(len(before)))
-        groups: dict[tuple, tuple[Vec, fmpq]] = {}  # by key(row)
+        todo: set[int] = set()
         for k, row in enumerate(U):
             if not any(w.exact[k] or w.hat[k] for w in W):
                 continue  # a unit that writes nothing: 0·relu(finite) = 0 exactly
+            c = nonzero(row.hat) + 1
+            threshold = -b.exact[k] - b.delta[k] - self.fmt.gamma(c) * abs(b.hat[k]) - c * self.fmt.tiny
             if not any(row.exact):
-                if b.exact[k] > -unit_err[k]:
+                if threshold < 0:
                     return list(range(len(before)))  # a constant unit that may be on: it shifts every token
                 continue
-            threshold = -b.exact[k] - unit_err[k]
-            old = groups.get(key(row.exact), (row.exact, threshold))[1]
-            groups[key(row.exact)] = (row.exact, min(old, threshold))
-        todo: set[int] = set()
-        for row, threshold in groups.values():
-            keys, ids = step.projections(row)
-            todo.update(ids[bisect_right(keys, threshold):])
+            if key(row.exact) not in self.reach:
+                self.reach[key(row.exact)] = (row, Ranked([self._slack(row, g, x) for g, x in enumerate(before)]))
+            todo.update(self.reach[key(row.exact)][1].inside(threshold, None))
         return sorted(todo)
 
     def _sterbenz(self, x, e, row: Rounded, b: Rounded, k: int) -> bool:
@@ -421,8 +420,7 @@ class Analysis:
             self._check_matrix(m, name)
         scores = A.bilinear(self.X, self.X, "hat")
         self._check_range(scores, "an attention score")
-        longest = max(step.shape, default=0)
-        self._check_range(longest * max(self.X, default=ZERO), "the sum of an attention average")
+        self._check_range(self.longest * max(self.X, default=ZERO), "the sum of an attention average")
         if softmax:
             self._check_range(scores / round_nearest(self.model.temperature, self.fmt), "a scaled attention score")
         if rho.exact[0] == 1 and rho.hat[0] == 1 and V.literal_zero:

@@ -14,20 +14,18 @@ from __future__ import annotations
 from bisect import bisect_left, bisect_right
 from dataclasses import dataclass
 
-import z3
 from flint import fmpq
 
 from tfcert.verify.errors import InputError
 from tfcert.verify.claims import Context, block_of, stated, token_refs, unit_list
 from tfcert.verify.enclose import coordinate_range, is_point
-from tfcert.verify.formats import FF, fields, integer, number, vector
-from tfcert.verify.numbers import Vec, key, show, unit
-from tfcert.verify.regions import counterexample, hidden, q, zero_outside
+from tfcert.verify.formats import fields, integer, number, vector
+from tfcert.verify.numbers import Vec, show, unit
+from tfcert.verify.regions import lands_on, zero_outside
 
 KIND = "snap"
 LAYER = "ff"
 ENCLOSURES = True
-ONE = fmpq(1)
 
 
 @dataclass(frozen=True)
@@ -60,25 +58,6 @@ def parse(raw: dict, where: str, ctx: Context) -> Claim:
                  vector(raw.get("to"), ctx.model.d, f"{where}.to"))
 
 
-def plateau_counterexample(ff: FF, claim: Claim) -> str | None:
-    """Ask z3 for t ∈ [c−r, c+r] where t·e_k + group(t) ≠ to. A row i ≠ k
-    says Σ_j W_ij h_j ≠ to_i, the same as Σ_j (W_ij / a) h_j ≠ to_i / a for
-    its first non-zero a: rows that agree after that division are asked once."""
-    t = z3.Real("t")
-    h = hidden(ff, claim.units, t)
-    k = claim.coordinate
-    asked: dict[tuple, tuple[bool, tuple]] = {}
-    for i, w_row in enumerate(ff.W):
-        coeffs = [w_row[j] for j in claim.units]
-        lead = ONE if i == k else next((c for c in coeffs if c != 0), ONE)
-        row = tuple(c / lead for c in coeffs) + (claim.to[i] / lead,)  # the coefficients, then the value
-        asked.setdefault(key(row) + (i == k,), (i == k, row))
-    wrong = [(t if on_axis else z3.RealVal(0)) + z3.Sum([q(c) * v for c, v in zip(row[:-1], h)]) != q(row[-1])
-             for on_axis, row in asked.values()]
-    return counterexample(t, t >= q(claim.center - claim.radius), t <= q(claim.center + claim.radius), z3.Or(wrong),
-                          what=f"a token t·e_{claim.coordinate + 1} on the plateau misses the target")
-
-
 def check(claim: Claim, ctx: Context, step) -> list[str]:
     ff = ctx.model.blocks[claim.block].ff
     k = claim.coordinate
@@ -91,7 +70,7 @@ def check(claim: Claim, ctx: Context, step) -> list[str]:
     actual = sorted(-ff.b[j] for j in claim.units)
     if actual != claim.breakpoints:
         failures.append(stated("breakpoints", [str(v) for v in claim.breakpoints], [str(v) for v in actual]))
-    for problem in (plateau_counterexample(ff, claim),
+    for problem in (lands_on(ff, claim.units, k, claim.center, claim.radius, claim.to),
                     zero_outside(ff, claim.units, claim.center - claim.reach, claim.center + claim.reach)):
         if problem:
             failures.append(problem)
