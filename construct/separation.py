@@ -126,7 +126,7 @@ def separation(dataset: Dataset, seqs: list[list[Vec]], block: int) -> tuple[Pha
             tuple((a, b) for a, b in zip(e_t, e_y)))
     ts = [[alpha * dot(w, x) + beta for x in s] for s in seqs]
     lam = _shift(ts)
-    shifted = [[t + lam * sum(row, ZERO) / len(row) for t in row] for row in ts]
+    shifted = [[t + shift for t in row] for row, shift in zip(ts, [lam * sum(row, ZERO) / len(row) for row in ts])]
     sa = SA(ONE, LowRank(ZERO), LowRank(ZERO, ((scale(lam, e_t), e_t),)))
     after = [[(t, ONE) + tuple(ZERO for _ in range(d - 2)) for t in row] for row in shifted]
     keys = sorted(t for row in shifted for t in row)

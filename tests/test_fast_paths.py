@@ -2,7 +2,9 @@
 "both paths tested to agree"): the argmax by convex layers (rank-one and
 rank-two scores, d = 2) against all n² scores, the sparse feed-forward layer
 against the dense formula in Python Fractions, dict keys of vectors against
-equality, a Step's view against copies, a snap's deduplicated rows."""
+equality, a Step's view against copies, a snap's deduplicated rows, region
+queries on a span basis against the piecewise-linear check, and the float
+analysis's kept reach lists against fresh ones and the per-token bound."""
 from __future__ import annotations
 
 from fractions import Fraction
@@ -161,3 +163,119 @@ def test_a_snap_plateau_fails_for_a_change_in_any_one_row():
         to = list(claim.to)
         to[i] += fmpq(1, 1000)
         assert plateau_counterexample(ff, dataclasses.replace(claim, to=tuple(to))) is not None, i
+
+
+# ---------------------------------------------------------------- region queries on a span basis
+
+def _frac(q: fmpq) -> Fraction:
+    return Fraction(int(q.p), int(q.q))
+
+
+def _group(W, b, units, t: Fraction) -> tuple:
+    """Σ_j W[:, j] σ(t + b_j), in Fractions: the defining formula."""
+    return tuple(sum((_frac(w[j]) * max(t + _frac(b[j]), Fraction(0)) for j in units), Fraction(0)) for w in W)
+
+
+def _zero_on_ray(W, b, units, edge: Fraction, below: bool) -> bool:
+    """Piecewise linear in t: 0 on the ray iff 0 at its edge, at each breakpoint on it and one step past the last."""
+    breaks = [-_frac(b[j]) for j in units]
+    on = [p for p in breaks if (p <= edge if below else p >= edge)]
+    far = (min(on + [edge]) - 1) if below else (max(on + [edge]) + 1)
+    return all(not any(_group(W, b, units, t)) for t in on + [edge, far])
+
+
+@st.composite
+def group_case(draw):
+    """A 4-unit group with breakpoints lo < p < q < hi (a hat or snap shape) and
+    rows drawn from the rows that vanish outside (lo, hi), sometimes nudged."""
+    d = draw(st.integers(1, 3))
+    lo = draw(st.integers(-3, 3))
+    steps = [draw(st.sampled_from([1, 2, Fraction(1, 2), 3])) for _ in range(3)]
+    points = [Fraction(lo) + sum(steps[:i], Fraction(0)) for i in range(4)]
+    # rows with Σ w = 0 and Σ w·p = 0 vanish on both rays: two free coefficients each
+    rows = []
+    for _ in range(d):
+        a, c = draw(small), draw(small)
+        w0, w1 = Fraction(a), Fraction(c)
+        # solve w2, w3 from w2 + w3 = −w0 − w1 and w2 p2 + w3 p3 = −w0 p0 − w1 p1
+        s, m = -w0 - w1, -w0 * points[0] - w1 * points[1]
+        w3 = (m - s * points[2]) / (points[3] - points[2])
+        rows.append([w0, w1, s - w3, w3])
+    if draw(st.booleans()):  # nudge one entry: the group may now be non-zero outside
+        i, j = draw(st.integers(0, d - 1)), draw(st.integers(0, 3))
+        rows[i][j] += draw(st.sampled_from([1, Fraction(1, 3), -2]))
+    W = tuple(tuple(fmpq(x.numerator, x.denominator) for x in r) for r in rows)
+    b = tuple(fmpq(-p.numerator, p.denominator) for p in points)
+    return FF(fmpq(1), tuple((fmpq(1),) for _ in range(4)), b, W), points
+
+
+@settings(max_examples=150, deadline=None)
+@given(group_case())
+def test_zero_outside_on_a_span_basis_matches_the_piecewise_linear_check(case):
+    """zero_outside asks z3 about the reduced echelon basis of the rows'
+    span; its verdict must be the exact check of every row on both rays."""
+    from tfcert.verify.regions import zero_outside
+    ff, points = case
+    units = (0, 1, 2, 3)
+    lo, hi = fmpq(points[0].numerator, points[0].denominator), fmpq(points[-1].numerator, points[-1].denominator)
+    truth = _zero_on_ray(ff.W, ff.b, units, points[0], True) and _zero_on_ray(ff.W, ff.b, units, points[-1], False)
+    assert (zero_outside(ff, units, lo, hi) is None) == truth
+
+
+@settings(max_examples=150, deadline=None)
+@given(group_case(), st.integers(0, 2), st.sampled_from([0, 1, Fraction(-1, 2)]))
+def test_lands_on_a_span_basis_matches_the_plateau_ends(case, k, drift):
+    """lands_on: t·e_k + group(t) = to on [c − r, c + r]; with no breakpoint
+    strictly inside, the map is affine there and its two ends decide."""
+    from tfcert.verify.regions import lands_on
+    ff, points = case
+    d = len(ff.W)
+    k = min(k, d - 1)
+    c, r = (points[1] + points[2]) / 2, (points[2] - points[1]) / 2
+    at = [tuple(t * (i == k) + g for i, g in enumerate(_group(ff.W, ff.b, (0, 1, 2, 3), t))) for t in (c - r, c + r)]
+    to = tuple(v + (drift if i == 0 else 0) for i, v in enumerate(at[0]))  # the left end's value, maybe moved
+    truth = at[0] == to and at[1] == to
+    q = [fmpq(x.numerator, x.denominator) for x in (c, r, *to)]
+    assert (lands_on(ff, (0, 1, 2, 3), k, q[0], q[1], tuple(q[2:])) is None) == truth
+
+
+# ---------------------------------------------------------------- the float analysis's reach lists
+
+@pytest.mark.parametrize("name", ["random-d20-wide", "one-sequence-d8", "equal-means-hardmax", "demo-hardmax"])
+def test_the_float_reach_kept_as_tokens_change_equals_a_fresh_one(name, monkeypatch):
+    """At every FF layer the tokens ranked by their slack, kept up to date as
+    the analysis widens tokens, must give the reach that lists built afresh
+    from the current tokens and errors give; and that reach must hold every
+    token one of whose writing units is not off by its own error bound (the
+    classification _ff_token makes)."""
+    from tfcert.verify.check import verify_files
+    from tfcert.verify.claims import float as float_claim
+    from tfcert.verify.enclose import projection_range
+
+    kept = float_claim.Analysis._ff_reach
+    seen = []
+
+    def both(self, step, before, U, b, W, eta):
+        todo = kept(self, step, before, U, b, W, eta)
+        lists, self.reach = self.reach, {}
+        fresh = kept(self, step, before, U, b, W, eta)
+        self.reach = lists
+        assert todo == fresh
+        reached = set(todo)
+        for g, x in enumerate(before):
+            if g in reached or not step.exact:
+                continue
+            for k, row in enumerate(U):
+                if any(w.exact[k] or w.hat[k] for w in W):
+                    c = float_claim.nonzero(row.hat) + (b.hat[k] != 0)
+                    err = (row.absdot("exact", self.err[g]) + row.absdot("delta", self.mag[g]) + b.delta[k]
+                           + self.fmt.gamma(max(c, 1)) * (row.absdot("hat", self.mag[g]) + abs(b.hat[k]))
+                           + c * self.fmt.tiny)
+                    assert projection_range(x, row.exact, None)[1] + b.exact[k] + err <= 0, (step.block, g, k)
+        seen.append(len(todo) < len(before))
+        return todo
+
+    monkeypatch.setattr(float_claim.Analysis, "_ff_reach", both)
+    folder = REPO / "certificates" / name
+    assert verify_files(folder / "model.json", folder / "dataset.json", folder / "certificate.json").ok
+    assert any(seen)  # some layer left tokens out

@@ -20,6 +20,7 @@ from bisect import bisect_left, bisect_right
 from collections import OrderedDict
 from dataclasses import dataclass
 from functools import cached_property
+from math import lcm
 from typing import Iterator
 
 from flint import arb, ctx, fmpq
@@ -156,19 +157,27 @@ def _planar_table(queries: list[Vec], keys: list[Vec]) -> list[Attention]:
     on_first = {key(p) for edge in first for p in edge}
     second = _edges([p for p in points if key(p) not in on_first])
     near = distinct_sorted([p for e in first for p in (e[:2] + e[-2:])] + [p for e in second for p in (e[0], e[-1])])
+    near_names = [key(p) for p in near]
+    mu = lcm(*(int(v.q) for p in near for v in p))  # the scores in integers: keys times μ, each query times λ
+    whole = [tuple(int(v * mu) for v in p) for p in near]
+    edges = [[key(p) for p in edge] for edge in first]
+    names = [key(q) for q in queries]
     memo: dict[tuple, Attention] = {}
-    for q in queries:
-        if key(q) not in memo:
+    for q, name in zip(queries, names):
+        if name not in memo:
             if not any(q):
-                memo[key(q)] = Attention(tuple(range(len(keys))), None)
+                memo[name] = Attention(tuple(range(len(keys))), None)
                 continue
-            att = attention_of([dot(q, p) for p in near])
-            top = {key(near[a]) for a in att.argmax}
-            for edge in first:
-                if key(edge[0]) in top and key(edge[-1]) in top:
-                    top.update(key(p) for p in edge)
-            memo[key(q)] = Attention(tuple(sorted(l for name in top for l in ids[name])), att.gap)
-    return [memo[key(q)] for q in queries]
+            lam = lcm(*(int(v.q) for v in q))
+            qi = [int(v * lam) for v in q]
+            att = attention_of([qi[0] * p[0] + qi[1] * p[1] for p in whole])  # λμ·score: same order, λμ·gap
+            top = {near_names[a] for a in att.argmax}
+            for edge in edges if len(top) > 1 else ():  # two ends score best: the edge between them too
+                if edge[0] in top and edge[-1] in top:
+                    top.update(edge)
+            memo[name] = Attention(tuple(sorted(l for n in top for l in ids[n])),
+                                   None if att.gap is None else fmpq(att.gap, lam * mu))
+    return [memo[n] for n in names]
 
 
 def distinct_sorted(items: list) -> list:
