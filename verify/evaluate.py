@@ -31,7 +31,6 @@ from tfcert.verify.formats import FF, SA, LowRank, Model
 from tfcert.verify.numbers import Vec, add, bounded, dot, key, scale, sub, zero
 
 ZERO = fmpq(0)
-ONE = fmpq(1)
 
 
 # ---------------------------------------------------------------- layer formulas

@@ -141,6 +141,12 @@ def _object(pairs: list[tuple[str, object]]) -> _Object:
 
 def _duplicate_path(value: object) -> str | None:
     """JSON path of the first object with a repeated key (iterative: any depth)."""
+    plain = [value]  # first a walk without paths (most files have no duplicate) to one that has
+    while plain and not (isinstance(plain[-1], _Object) and plain[-1].duplicate is not None):
+        item = plain.pop()
+        plain.extend(item.values() if isinstance(item, dict) else item if isinstance(item, list) else ())
+    if not plain:
+        return None
     stack = [(value, "$")]
     while stack:
         item, path = stack.pop()

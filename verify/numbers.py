@@ -171,9 +171,3 @@ def unit(d: int, k: int) -> Vec:
 def zero(d: int) -> Vec:
     return tuple(fmpq(0) for _ in range(d))
 
-
-def norm1(a: Vec) -> fmpq:
-    total = fmpq(0)
-    for x in a:
-        total += abs(x)
-    return total

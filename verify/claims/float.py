@@ -88,6 +88,7 @@ class Rounded:
         self.hat = tuple(round_nearest(v, fmt) for v in self.exact)
         self.delta = tuple(abs(h - v) for h, v in zip(self.hat, self.exact))
         self.support = tuple(j for j, (v, h) in enumerate(zip(self.exact, self.hat)) if v or h)
+        self.count = nonzero(self.hat)
 
     def absdot(self, which: str, b) -> fmpq:
         """Σ |self_j|·b_j over the entries that are not 0 (exact or rounded), b ≥ 0."""
@@ -228,11 +229,8 @@ class Analysis:
         self.mag[g] = self._mag(x, e)
         for row, ranked in self.reach.values():
             ranked.move(g, self._slack(row, g, x))
-        for j, (m, ej) in enumerate(zip(self.mag[g], e)):
-            if m > self.X[j]:
-                self.X[j] = m
-            if ej > self.E[j]:
-                self.E[j] = ej
+        self.X = list(map(max, self.X, self.mag[g]))
+        self.E = list(map(max, self.E, e))
 
     def _check_range(self, value: fmpq, what: str) -> None:
         """Every partial sum of terms whose magnitudes add up to ``value`` is at
@@ -306,7 +304,7 @@ class Analysis:
         the underflow terms, with γ and the underflow counting the bias as a
         term whatever it is. A unit on row w is off for g when this is at
         most −b − that part (as in _ff_token, where it is the error bound)."""
-        c = nonzero(row.hat) + 1
+        c = row.count + 1
         return (dot(row.exact, x) + row.absdot("delta", self.mag[g]) + row.absdot("exact", self.err[g])
                 + self.fmt.gamma(c) * row.absdot("hat", self.mag[g]))
 
@@ -321,7 +319,7 @@ class Analysis:
         for k, row in enumerate(U):
             if not any(w.exact[k] or w.hat[k] for w in W):
                 continue  # a unit that writes nothing: 0·relu(finite) = 0 exactly
-            c = nonzero(row.hat) + 1
+            c = row.count + 1
             threshold = -b.exact[k] - b.delta[k] - self.fmt.gamma(c) * abs(b.hat[k]) - c * self.fmt.tiny
             if not any(row.exact):
                 if threshold < 0:
@@ -337,10 +335,10 @@ class Analysis:
         coordinate times a power of two (exact, the product staying normal),
         plus a bias that is 0 or within a factor 2 of minus that product —
         Sterbenz's lemma (Higham, Thm 2.5): y/2 ≤ x ≤ 2y makes x − y exact."""
-        entries = [(j, v) for j, v in enumerate(row.hat) if v != 0]
-        if len(entries) != 1 or any(row.delta):  # every entry exact: none rounded to (or from) 0
+        if row.count != 1 or any(row.delta):  # every entry exact: none rounded to (or from) 0
             return False
-        j, v = entries[0]
+        j = next(j for j in row.support if row.hat[j] != 0)
+        v = row.hat[j]
         num, den = abs(int(v.p)), int(v.q)
         if num & (num - 1) or den & (den - 1):
             return False  # not a power of two
@@ -365,7 +363,7 @@ class Analysis:
             if self._sterbenz(x, e, row, b, k):
                 rounding = b.delta[k]
             else:
-                c = nonzero(row.hat) + (b.hat[k] != 0)
+                c = row.count + (b.hat[k] != 0)
                 scaled = row.absdot("hat", mag) + abs(b.hat[k])
                 rounding = row.absdot("delta", mag) + b.delta[k] + fmt.gamma(max(c, 1)) * scaled + c * fmt.tiny
             err = row.absdot("exact", e) + rounding
