@@ -126,7 +126,8 @@ def separation(dataset: Dataset, seqs: list[list[Vec]], block: int) -> tuple[Pha
             tuple((a, b) for a, b in zip(e_t, e_y)))
     ts = [[alpha * dot(w, x) + beta for x in s] for s in seqs]
     lam = _shift(ts)
-    shifted = [[t + shift for t in row] for row, shift in zip(ts, [lam * sum(row, ZERO) / len(row) for row in ts])]
+    shifts = [lam * sum(row, ZERO) / len(row) for row in ts]  # λ·t̄_j, once per sequence
+    shifted = [[t + s for t in row] for row, s in zip(ts, shifts)]
     sa = SA(ONE, LowRank(ZERO), LowRank(ZERO, ((scale(lam, e_t), e_t),)))
     after = [[(t, ONE) + tuple(ZERO for _ in range(d - 2)) for t in row] for row in shifted]
     keys = sorted(t for row in shifted for t in row)

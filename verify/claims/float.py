@@ -29,8 +29,9 @@ M = ηI + Σ_on W_k U_kᵀ through which the incoming error passes as |M|·e —
 so a hat whose units are all on, and cancel, adds only rounding error.
 Tokens outside every unit's reach (found by binary search on the tokens
 sorted by their slack: projection plus their own error bound) are provably
-untouched: all units off and η = 1 give x̂ back exactly. Hardmax attention must keep its argmax: a unique argmax with gap
-> 2 × the score error bound, or an exact tie of literal zeros (A = 0).
+untouched: all units off and η = 1 give x̂ back exactly. Hardmax attention
+must keep its argmax: a unique argmax with gap > 2 × the score error bound,
+or an exact tie of literal zeros (A = 0).
 Overflow is proven absent: every magnitude bound stays below the largest
 finite number.
 """
