@@ -126,8 +126,8 @@ def test_a_step_shows_tokens_and_sorted_projections_as_before_its_layer(name):
         assert list(step.flat_before) == previous
         for proj in (step.sorted_before or {}).values():
             fresh = sorted((dot(proj.direction, x), g) for g, x in enumerate(previous))
-            assert (proj.keys, proj.ids) == ([v for v, _ in fresh], [g for _, g in fresh])
-            assert step.projections(proj.direction) == (proj.keys, proj.ids)
+            assert list(proj.pairs) == fresh
+            assert step.projections(proj.direction) is proj
             seen += 1
         previous = list(step.flat_after)
     assert seen > 0

@@ -11,7 +11,6 @@ direction w shared by their U rows.
 """
 from __future__ import annotations
 
-from bisect import bisect_left, bisect_right
 from dataclasses import dataclass
 
 from flint import fmpq
@@ -72,10 +71,10 @@ def check(claim: Claim, ctx: Context, step) -> list[str]:
     problem = zero_outside(ff, claim.units, claim.lo, claim.hi)
     if problem:
         failures.append(problem)
-    keys, ids = step.projections(w)
-    start, stop = bisect_right(keys, claim.lo), bisect_left(keys, claim.hi)
-    inside = {ctx.ref(g) for g in ids[start:stop]}
-    outside = ([claim.lo - keys[start - 1]] if start > 0 else []) + ([keys[stop] - claim.hi] if stop < len(keys) else [])
+    ranked = step.projections(w)
+    inside = {ctx.ref(g) for g in ranked.inside(claim.lo, claim.hi)}
+    below, above = ranked.outside(claim.lo, claim.hi)
+    outside = ([claim.lo - below] if below is not None else []) + ([above - claim.hi] if above is not None else [])
     margin = min(outside) if outside else None
     if inside != claim.moves:
         failures.append(stated("moves", sorted(claim.moves), sorted(inside)))

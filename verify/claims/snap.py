@@ -11,7 +11,6 @@ coordinate k: breakpoints c−R', c−r, c+r, c+R' (the group's biases, exactly)
 """
 from __future__ import annotations
 
-from bisect import bisect_left, bisect_right
 from dataclasses import dataclass
 
 from flint import fmpq
@@ -76,8 +75,7 @@ def check(claim: Claim, ctx: Context, step) -> list[str]:
             failures.append(problem)
     lo, hi = claim.center - claim.reach, claim.center + claim.reach
     if step.exact:  # points: the tokens with lo < x_k < hi, by binary search on the sorted coordinate
-        keys, ids = step.projections(axis)
-        candidates = ids[bisect_right(keys, lo):bisect_left(keys, hi)]
+        candidates = step.projections(axis).inside(lo, hi)
     else:
         candidates = range(len(step.flat_before))
     inside = set()
