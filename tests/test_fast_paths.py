@@ -223,16 +223,19 @@ def test_zero_outside_on_a_span_basis_matches_the_piecewise_linear_check(case):
 
 
 @settings(max_examples=150, deadline=None)
-@given(group_case(), st.integers(0, 2), st.sampled_from([0, 1, Fraction(-1, 2)]))
-def test_lands_on_a_span_basis_matches_the_plateau_ends(case, k, drift):
-    """lands_on: t·e_k + group(t) = to on [c − r, c + r]; with no breakpoint
+@given(group_case(), st.integers(0, 2), st.sampled_from([0, 1, Fraction(-1, 2)]), st.sampled_from([1, 1, 0, 2]))
+def test_lands_on_a_span_basis_matches_the_plateau_ends(case, k, drift, eta):
+    """lands_on: η·t·e_k + group(t) = to on [c − r, c + r]; with no breakpoint
     strictly inside, the map is affine there and its two ends decide."""
+    import dataclasses
+
     from tfcert.verify.regions import lands_on
     ff, points = case
+    ff = dataclasses.replace(ff, eta=fmpq(eta))
     d = len(ff.W)
     k = min(k, d - 1)
     c, r = (points[1] + points[2]) / 2, (points[2] - points[1]) / 2
-    at = [tuple(t * (i == k) + g for i, g in enumerate(_group(ff.W, ff.b, (0, 1, 2, 3), t))) for t in (c - r, c + r)]
+    at = [tuple(eta * t * (i == k) + g for i, g in enumerate(_group(ff.W, ff.b, (0, 1, 2, 3), t))) for t in (c - r, c + r)]
     to = tuple(v + (drift if i == 0 else 0) for i, v in enumerate(at[0]))  # the left end's value, maybe moved
     truth = at[0] == to and at[1] == to
     q = [fmpq(x.numerator, x.denominator) for x in (c, r, *to)]

@@ -62,7 +62,7 @@ def certified_and_observed(model, dataset, fmt):
 def assert_sound(model, dataset, fmt):
     bound, seen = certified_and_observed(model, dataset, fmt)
     if bound is not None:
-        assert np.isfinite(seen) and F(seen) <= bound, f"{fmt}: observed {seen} > certified {float(bound)}"
+        assert seen <= bound, f"{fmt}: observed {float(seen)} > certified {float(bound)}"
 
 
 # 1. _sterbenz ignores U entries that round to 0 in the format: it looks only at
@@ -255,7 +255,7 @@ def test_verify_accepts_a_false_float_claim():
     (claim,) = [c for ph in cert["phases"] for c in ph["claims"] if c["kind"] == "float"]
     seen = deviation(model, [dataset.pairs[0].input], [[tuple(__import__("flint").fmpq(v.numerator, v.denominator) for v in y)]],
                      "binary64", "numpy")
-    assert F(seen) <= F(claim["bound"]), f"verify accepted bound {float(F(claim['bound'])):.3g}, numpy misses by {seen:.3g}"
+    assert seen <= F(claim["bound"]), f"verify accepted bound {float(F(claim['bound'])):.3g}, numpy misses by {float(seen):.3g}"
 
 
 # 10. Low-rank intermediates overflow while the products that are range-checked

@@ -88,13 +88,15 @@ def forward(model: Model, sequences, fmt: str, order: str = "numpy") -> list[np.
     return np.split(X, np.cumsum(lengths)[:-1])
 
 
-def deviation(model: Model, sequences, exact, fmt: str, order: str = "numpy") -> float:
-    """max |float − exact| over every coordinate of every final token (inf on NaN)."""
-    worst = 0.0
+def deviation(model: Model, sequences, exact, fmt: str, order: str = "numpy") -> Fraction | float:
+    """max |float − exact| over every coordinate of every final token, exactly
+    (a Fraction: ``deviation(…) <= bound`` compares without a rounding that
+    could lift a deviation equal to the bound above it); inf on NaN/inf."""
+    worst = Fraction(0)
     for got, want in zip(forward(model, sequences, fmt, order), exact):
         for row, token in zip(got, want):
             for g, w in zip(row, token):
                 if not np.isfinite(g):
                     return float("inf")
-                worst = max(worst, float(abs(Fraction(float(g)) - Fraction(int(w.p), int(w.q)))))
+                worst = max(worst, abs(Fraction(float(g)) - Fraction(int(w.p), int(w.q))))
     return worst

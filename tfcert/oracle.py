@@ -455,7 +455,7 @@ class Judge:
         if sorted(-b["b"][j] for j in units) != [centre - R, centre - r, centre + r, centre + R]:
             return False
         for t in (centre - r, centre + r):  # affine in between: no breakpoint inside the plateau
-            if tuple(t * ei + gi for ei, gi in zip(e, group(b, units, t))) != to:
+            if tuple(b["eta"] * t * ei + gi for ei, gi in zip(e, group(b, units, t))) != to:
                 return False
         if not (zero_on(b, units, None, centre - R) and zero_on(b, units, centre + R, None)):
             return False

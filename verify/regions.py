@@ -92,15 +92,16 @@ def _zero_outside_unit(rows: Rows, offsets: tuple[fmpq, ...]) -> tuple[str, obje
 
 
 def lands_on(ff: FF, units: tuple[int, ...], k: int, center: fmpq, radius: fmpq, to: tuple[fmpq, ...]) -> str | None:
-    """Whether t·e_k + Σ_j W[:, j] σ(t + b_j) = ``to`` for every t with
-    |t − center| ≤ radius (radius > 0).
+    """Whether η·t·e_k + Σ_j W[:, j] σ(t + b_j) = ``to`` for every t with
+    |t − center| ≤ radius (radius > 0): the layer's formula on the axis with
+    only the group's units.
 
-    With t = c + r·s: row i is [i = k]·r·s + Σ_j r·W_ij σ(s + (c + b_j)/r)
-    + [i = k]·c − to_i, a row (a, r·W_i, c_i) of coefficients of
+    With t = c + r·s: row i is [i = k]·η·r·s + Σ_j r·W_ij σ(s + (c + b_j)/r)
+    + [i = k]·η·c − to_i, a row (a, r·W_i, c_i) of coefficients of
     (s, σ(s + o_j) …, 1), to be 0 for every s ∈ [−1, 1]."""
-    c, r = center, radius
-    rows = basis([((r if i == k else fmpq(0)),) + tuple(r * w_row[j] for j in units)
-                  + ((c if i == k else fmpq(0)) - to[i],) for i, w_row in enumerate(ff.W)])
+    c, r, eta = center, radius, ff.eta
+    rows = basis([((eta * r if i == k else fmpq(0)),) + tuple(r * w_row[j] for j in units)
+                  + ((eta * c if i == k else fmpq(0)) - to[i],) for i, w_row in enumerate(ff.W)])
     if not rows:
         return None
     offsets = tuple((c + ff.b[j]) / r for j in units)

@@ -1,8 +1,9 @@
 """snap: a group of 4 units of block k's feed-forward layer is a "snap" on
 coordinate k: breakpoints c−R', c−r, c+r, c+R' (the group's biases, exactly).
 
-* z3, over all of R: every token t·e_k with t ∈ [c−r, c+r] lands exactly on
-  ``to``; outside (c−R', c+R') the group adds exactly 0.
+* z3, over all of R: for every t ∈ [c−r, c+r], η·t·e_k plus the group's
+  contribution is exactly ``to`` (the layer on the axis, other units aside);
+  outside (c−R', c+R') the group adds exactly 0.
 * Replay: the tokens whose enclosure meets (c−R', c+R') before the layer are
   exactly ``moves``; each lies on the e_k axis with its range inside
   [c−r, c+r]; after the layer each is exactly the point ``to``. Every other
