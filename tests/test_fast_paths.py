@@ -167,21 +167,10 @@ def test_a_snap_plateau_fails_for_a_change_in_any_one_row():
 
 # ---------------------------------------------------------------- region queries on a span basis
 
-def _frac(q: fmpq) -> Fraction:
-    return Fraction(int(q.p), int(q.q))
-
-
-def _group(W, b, units, t: Fraction) -> tuple:
-    """Σ_j W[:, j] σ(t + b_j), in Fractions: the defining formula."""
-    return tuple(sum((_frac(w[j]) * max(t + _frac(b[j]), Fraction(0)) for j in units), Fraction(0)) for w in W)
-
-
-def _zero_on_ray(W, b, units, edge: Fraction, below: bool) -> bool:
-    """Piecewise linear in t: 0 on the ray iff 0 at its edge, at each breakpoint on it and one step past the last."""
-    breaks = [-_frac(b[j]) for j in units]
-    on = [p for p in breaks if (p <= edge if below else p >= edge)]
-    far = (min(on + [edge]) - 1) if below else (max(on + [edge]) + 1)
-    return all(not any(_group(W, b, units, t)) for t in on + [edge, far])
+def _block(ff: FF) -> dict:
+    """The group's layer as tfcert/oracle.py reads one (Fractions), for its exact checks."""
+    return {"eta": as_fraction(ff.eta), "W": [[as_fraction(w) for w in row] for row in ff.W],
+            "b": [as_fraction(v) for v in ff.b]}
 
 
 @st.composite
@@ -218,7 +207,9 @@ def test_zero_outside_on_a_span_basis_matches_the_piecewise_linear_check(case):
     ff, points = case
     units = (0, 1, 2, 3)
     lo, hi = fmpq(points[0].numerator, points[0].denominator), fmpq(points[-1].numerator, points[-1].denominator)
-    truth = _zero_on_ray(ff.W, ff.b, units, points[0], True) and _zero_on_ray(ff.W, ff.b, units, points[-1], False)
+    from tfcert.oracle import zero_on
+    blk = _block(ff)
+    truth = zero_on(blk, units, None, points[0]) and zero_on(blk, units, points[-1], None)
     assert (zero_outside(ff, units, lo, hi) is None) == truth
 
 
@@ -235,7 +226,8 @@ def test_lands_on_a_span_basis_matches_the_plateau_ends(case, k, drift, eta):
     d = len(ff.W)
     k = min(k, d - 1)
     c, r = (points[1] + points[2]) / 2, (points[2] - points[1]) / 2
-    at = [tuple(eta * t * (i == k) + g for i, g in enumerate(_group(ff.W, ff.b, (0, 1, 2, 3), t))) for t in (c - r, c + r)]
+    from tfcert.oracle import group
+    at = [tuple(eta * t * (i == k) + g for i, g in enumerate(group(_block(ff), (0, 1, 2, 3), t))) for t in (c - r, c + r)]
     to = tuple(v + (drift if i == 0 else 0) for i, v in enumerate(at[0]))  # the left end's value, maybe moved
     truth = at[0] == to and at[1] == to
     q = [fmpq(x.numerator, x.denominator) for x in (c, r, *to)]
