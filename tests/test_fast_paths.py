@@ -15,7 +15,7 @@ from flint import fmpq
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tfcert.verify.evaluate import Replay, Scores, apply_ff, attention_of, attention_table
+from tfcert.verify.evaluate import Ranked, Replay, Scores, apply_ff, attention_of, attention_table
 from tfcert.verify.formats import FF, LowRank, load_document, read_dataset, read_model
 from tfcert.verify.numbers import dot, key
 
@@ -112,6 +112,30 @@ def test_up_is_the_least_short_dyadic_above(num, k, dyadic):
         assert value - q < ulp  # rounded up by less than one unit of the BOUND_BITS-th bit
 
 
+# rationals a float cannot tell apart (1 ± k·2^-80), beyond its range (±2^1100) and below it (2^-1100)
+close = st.builds(lambda s, k, e: fmpq(s) * (fmpq(1) + fmpq(k, 2 ** 80)) * fmpq(2) ** e,
+                  st.sampled_from([1, -1]), st.integers(-3, 3), st.sampled_from([0, 0, 1, 1100, -1100]))
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(close, min_size=1, max_size=12), st.lists(st.tuples(st.integers(0, 11), close), max_size=12),
+       close, close)
+def test_ranked_answers_as_the_exact_order_does(values, moves, lo, hi):
+    """Ranked sorts on a float in front of each rational: values that round
+    to one float, or overflow it, must still come out in their exact order."""
+    ranked, now = Ranked(list(values)), list(values)
+    for g, v in moves:
+        if g < len(now):
+            ranked.move(g, v)
+            now[g] = v
+    assert [(v, g) for _, v, g in ranked.pairs] == sorted((v, g) for g, v in enumerate(now))
+    assert ranked.inside(lo, hi) == [g for v, g in sorted((v, g) for g, v in enumerate(now)) if lo < v < hi]
+    assert ranked.inside(lo, None) == [g for v, g in sorted((v, g) for g, v in enumerate(now)) if lo < v]
+    if lo < hi:
+        below, above = [v for v in now if v <= lo], [v for v in now if v >= hi]
+        assert ranked.outside(lo, hi) == (max(below) if below else None, min(above) if above else None)
+
+
 @pytest.mark.parametrize("name", ["random-d20-wide", "demo-softmax", "equal-means-hardmax"])
 def test_a_step_shows_tokens_and_sorted_projections_as_before_its_layer(name):
     """A Step is a view, not a copy: its tokens before the layer and the
@@ -126,7 +150,7 @@ def test_a_step_shows_tokens_and_sorted_projections_as_before_its_layer(name):
         assert list(step.flat_before) == previous
         for proj in (step.sorted_before or {}).values():
             fresh = sorted((dot(proj.direction, x), g) for g, x in enumerate(previous))
-            assert list(proj.pairs) == fresh
+            assert [(v, g) for _, v, g in proj.pairs] == fresh
             assert step.projections(proj.direction) is proj
             seen += 1
         previous = list(step.flat_after)

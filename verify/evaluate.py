@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections import OrderedDict
 from dataclasses import dataclass
 from functools import cached_property
-from math import lcm
+from math import inf, lcm
 from typing import Iterator
 
 from flint import arb, ctx, fmpq
@@ -43,7 +43,8 @@ def apply_ff(ff: FF, x: Vec) -> Vec:
     """η x + W σ(U x + b), exactly, over the non-zero entries of U and W."""
     U, W = ff.sparse
     hidden = [relu(_sparse_dot(row, x) + bias) for row, bias in zip(U, ff.b)]
-    return tuple(ff.eta * xi + _sparse_dot(w_row, hidden) for xi, w_row in zip(x, W))
+    kept = x if ff.eta == 1 else scale(ff.eta, x)
+    return tuple(k + _sparse_dot(w_row, hidden) if w_row else k for k, w_row in zip(kept, W))
 
 
 def _sparse_dot(row: tuple[tuple[int, fmpq], ...], x) -> fmpq:
@@ -326,35 +327,45 @@ def ff_support(ff: FF) -> list[Support]:
 
 # ---------------------------------------------------------------- replay
 
+def _rounded(v: fmpq) -> float:
+    """v to the nearest float (Python's int / int rounds correctly), ±inf
+    beyond the range: monotone, so (rounded(v), v) sorts as v does."""
+    try:
+        return int(v.p) / int(v.q)
+    except OverflowError:
+        return inf if v > 0 else -inf
+
+
 class Ranked:
     """Token ids sorted by a value each (an exact projection; a bound in the
-    float analysis), as (value, id) pairs in a sortedcontainers SortedList:
-    a token moves when its value changes in O(log n), where a flat list
-    would shift half of its entries."""
+    float analysis), as (rounded value, value, id) entries in a
+    sortedcontainers SortedList: a token moves when its value changes in
+    O(log n), where a flat list would shift half of its entries; the float
+    in front settles most comparisons, where comparing rationals is slow."""
 
     def __init__(self, values: list[fmpq]):
-        self.value = values
-        self.pairs = SortedList(zip(values, range(len(values))))
+        self.entry = [(_rounded(v), v, g) for g, v in enumerate(values)]
+        self.pairs = SortedList(self.entry)
 
     def _cut(self, lo: fmpq, hi: fmpq | None) -> tuple[int, int]:
         """Positions of the first value > lo and of the first value ≥ hi (ids < len: (v, len) follows every (v, g))."""
-        start = self.pairs.bisect_right((lo, len(self.value)))
-        return start, len(self.pairs) if hi is None else self.pairs.bisect_left((hi, -1))
+        start = self.pairs.bisect_right((_rounded(lo), lo, len(self.entry)))
+        return start, len(self.pairs) if hi is None else self.pairs.bisect_left((_rounded(hi), hi, -1))
 
     def inside(self, lo: fmpq, hi: fmpq | None) -> list[int]:
         """The ids with lo < value < hi (hi None: no upper end)."""
-        return [g for _, g in self.pairs.islice(*self._cut(lo, hi))]
+        return [g for _, _, g in self.pairs.islice(*self._cut(lo, hi))]
 
     def outside(self, lo: fmpq, hi: fmpq) -> tuple[fmpq | None, fmpq | None]:
         """The largest value ≤ lo and the least value ≥ hi (None where none is)."""
         start, stop = self._cut(lo, hi)
-        return self.pairs[start - 1][0] if start else None, self.pairs[stop][0] if stop < len(self.pairs) else None
+        return self.pairs[start - 1][1] if start else None, self.pairs[stop][1] if stop < len(self.pairs) else None
 
     def move(self, g: int, new: fmpq) -> None:
-        if new != self.value[g]:
-            self.pairs.remove((self.value[g], g))
-            self.value[g] = new
-            self.pairs.add((new, g))
+        if new != self.entry[g][1]:
+            self.pairs.remove(self.entry[g])
+            self.entry[g] = (_rounded(new), new, g)
+            self.pairs.add(self.entry[g])
 
 
 class _Projections(Ranked):

@@ -22,6 +22,7 @@ from functools import cached_property, lru_cache
 from flint import fmpq
 
 BOUND_BITS = 40  # significant bits kept by ``up``
+ZERO = fmpq(0)
 
 
 @dataclass(frozen=True)
@@ -93,10 +94,10 @@ def round_nearest(q: fmpq, fmt: Format) -> fmpq:
 def up(q: fmpq) -> fmpq:
     """A dyadic with at most BOUND_BITS significant bits that is ≥ q ≥ 0 (q
     itself when it is already that short)."""
-    if q <= 0:
-        return fmpq(0)
     num, den = q.p, q.q
-    if num.bit_length() <= BOUND_BITS and not den & (den - 1) or den.bit_length() <= 64 and num.bit_length() <= 64:
+    if num <= 0:
+        return ZERO
+    if q.height_bits() <= 64 or num.bit_length() <= BOUND_BITS and not den & (den - 1):
         return q  # short already (a dyadic of at most BOUND_BITS bits is its own rounding)
     num, den = int(num), int(den)
     if not den & (den - 1):  # a dyadic: the top BOUND_BITS bits of num, rounded up

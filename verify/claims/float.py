@@ -91,6 +91,13 @@ class Rounded:
         self.support = tuple(j for j, (v, h) in enumerate(zip(self.exact, self.hat)) if v or h)
         self.count = nonzero(self.hat)
 
+    def dot(self, x) -> fmpq:
+        """exact · x over the entries that are not 0."""
+        total = ZERO
+        for j in self.support:
+            total += self.exact[j] * x[j]
+        return total
+
     def absdot(self, which: str, b) -> fmpq:
         """Σ |self_j|·b_j over the entries that are not 0 (exact or rounded), b ≥ 0."""
         values = getattr(self, which)
@@ -141,12 +148,6 @@ class Matrix:
         total = abs(getattr(self.scale, which)[0]) * sum((x * y for x, y in zip(a, b)), ZERO)
         for u, v in self.terms:
             total += v.absdot(which, a) * u.absdot(which, b)
-        return total
-
-    def bilinear_delta(self, a, b) -> fmpq:
-        total = self.scale.delta[0] * sum((x * y for x, y in zip(a, b)), ZERO)
-        for u, v in self.terms:
-            total += v.absdot("delta", a) * u.absdot("hat", b) + v.absdot("exact", a) * u.absdot("delta", b)
         return total
 
 
@@ -306,7 +307,7 @@ class Analysis:
         term whatever it is. A unit on row w is off for g when this is at
         most −b − that part (as in _ff_token, where it is the error bound)."""
         c = row.count + 1
-        return (dot(row.exact, x) + row.absdot("delta", self.mag[g]) + row.absdot("exact", self.err[g])
+        return (row.dot(x) + row.absdot("delta", self.mag[g]) + row.absdot("exact", self.err[g])
                 + self.fmt.gamma(c) * row.absdot("hat", self.mag[g]))
 
     def _ff_reach(self, step, before, U, b, W, eta) -> list[int]:
@@ -359,7 +360,7 @@ class Analysis:
         fmt, d = self.fmt, self.d
         status, dz, rho, smag = [], [], [], []
         for k, row in enumerate(U):
-            lo, hi = projection_range(x, row.exact, None)
+            lo, hi = (row.dot(x),) * 2 if is_point(x) else projection_range(x, row.exact, None)
             lo, hi = lo + b.exact[k], hi + b.exact[k]
             if self._sterbenz(x, e, row, b, k):
                 rounding = b.delta[k]
@@ -380,12 +381,12 @@ class Analysis:
             dz.append(err)
             rho.append(rounding)
         copy = eta.exact[0] == 1 and eta.hat[0] == 1
-        carried = [j for j in range(d) if e[j]]
+        vanish = eta.exact[0] == 0 and eta.hat[0] == 0
         out = []
         for i in range(d):
             live = [k for k in writers[i] if status[k] != "off"]
-            if copy and not live:
-                out.append(e[i])  # x̂_i + 0 + … + 0 = x̂_i exactly: every other term is 0·relu or Ŵ·0
+            if not live and (copy or vanish):  # every term but η̂ x̂_i is 0·relu or Ŵ·0
+                out.append(e[i] if copy else ZERO)  # x̂_i + 0 + … + 0 = x̂_i, or 0·x̂_i + 0 + … = 0, exactly
                 continue
             total = abs(eta.delta[0]) * mag[i]
             terms = abs(eta.hat[0]) * mag[i]
@@ -403,9 +404,11 @@ class Analysis:
                 terms += abs(wh) * smag[k]
                 count += wh != 0
             self._check_range(terms, f"coordinate {i + 1} of the FF output")
-            for j in carried:  # |M|·e, M's row i = η e_i + Σ_on W_ik U_k, where e ≠ 0
-                m = (eta.exact[0] if j == i else ZERO) + sum((W[i].exact[k] * U[k].exact[j] for k in on), ZERO)
-                total += abs(m) * e[j]
+            # |M|·e, M's row i = η e_i + Σ_on W_ik U_k: nonzero only at i and where an on unit reads
+            for j in sorted({i}.union(*(U[k].support for k in on))):
+                if e[j]:
+                    m = (eta.exact[0] if j == i else ZERO) + sum((W[i].exact[k] * U[k].exact[j] for k in on), ZERO)
+                    total += abs(m) * e[j]
             total += fmt.gamma(max(count, 1)) * terms + count * fmt.tiny
             out.append(up(total))
         return tuple(out)
@@ -426,6 +429,7 @@ class Analysis:
             return  # x̂ + 0·(finite) = x̂ exactly
         plain = rho.exact[0] == rho.hat[0] and rho.hat[0] in (0, 1)  # ρ̂ x̂_c is x̂_c or 0, exactly
         copied = [plain and V.zero_row(c) for c in range(self.d)]  # and V's row c is 0: x̂_c + 0 or 0 + 0
+        forget = rho.exact[0] == 0 and rho.hat[0] == 0  # the output is V m_i alone
         new = []
         for j, seq in enumerate(step.before):
             o = self.offsets[j]
@@ -438,8 +442,14 @@ class Analysis:
                 means = self._softmax(seq, mags, errs, A, Scores(sa.A, list(seq)), step.after[j], sa)
             else:
                 means = self._hardmax(step.attention[j], seq, mags, errs, A, j)
+            per_mean, outs = {}, {}  # by the mean's identity (a hardmax mean is its argmax's)
             for i, e in enumerate(errs):
-                new.append(self._sa_out(mags[i], e, means[i], rho, V, copied))
+                which = (id(means[i][0]), id(means[i][1]))
+                if which not in per_mean:
+                    per_mean[which] = self._sa_out(means[i], rho, V, copied)
+                if (slot := which if forget else i) not in outs:  # with ρ = 0 the bound is the mean's alone
+                    outs[slot] = per_mean[which](mags[i], e)
+                new.append(outs[slot])
         self.err = new
         self._refresh(after)
 
@@ -459,14 +469,30 @@ class Analysis:
         g = self.fmt.gamma(n + 1)
         return [up(ec + g * mc + n * self.fmt.tiny) for ec, mc in zip(e, m)], m
 
-    def _score_error(self, A: Matrix, mi, ei, xi_abs, M, E) -> fmpq:
-        """A bound on |ŝ_il − s_il| for every l of the sequence (M, E its maxima)."""
+    def _score_error(self, A: Matrix, M, E):
+        """A bound on |ŝ_il − s_il| for every l of a sequence (M, E its maxima),
+        as a function of token i's magnitude mi, error ei and |x_i|. The
+        sequence's side of each bilinear bound, (|u|·M) and the like, is taken
+        once here, not once per token."""
         d, r = self.d, len(A.terms)
-        lowrank = sum((u.absdot("hat", M) + v.absdot("hat", mi) for u, v in A.terms), ZERO)  # v·x_i, u·x_l underflow
-        underflow = ((r + 1) * sum(mi, ZERO) * sum(M, ZERO) + d * sum(mi, ZERO) + d * lowrank
-                     + d * d + d + r * (2 * d + 1))
-        return (A.bilinear(ei, M) + A.bilinear(xi_abs, E) + A.bilinear_delta(mi, M)
-                + self.fmt.gamma(2 * d + r + 2) * A.bilinear(mi, M, "hat") + underflow * self.fmt.tiny)
+        sM = sum(M, ZERO)
+        s, sd, sh = abs(A.scale.exact[0]), A.scale.delta[0], abs(A.scale.hat[0])
+        uM = [(u.absdot("exact", M), u.absdot("exact", E), u.absdot("hat", M), u.absdot("delta", M)) for u, _ in A.terms]
+        u_hat_M = sum((m[2] for m in uM), ZERO)
+        g = self.fmt.gamma(2 * d + r + 2)
+
+        def error(mi, ei, xi_abs) -> fmpq:
+            lowrank = u_hat_M + sum((v.absdot("hat", mi) for _, v in A.terms), ZERO)  # v·x_i, u·x_l underflow
+            smi = sum(mi, ZERO)
+            underflow = (r + 1) * smi * sM + d * smi + d * lowrank + d * d + d + r * (2 * d + 1)
+            total = underflow * self.fmt.tiny
+            if s or sd or sh:  # the dense part: |scale|·a·b for each bilinear bound
+                total += s * (dot(ei, M) + dot(xi_abs, E)) + (sd + g * sh) * dot(mi, M)
+            for (_, v), (ue, uE, uh, ud) in zip(A.terms, uM):
+                total += (v.absdot("exact", ei) * ue + v.absdot("exact", xi_abs) * uE
+                          + v.absdot("delta", mi) * uh + v.absdot("exact", mi) * ud + g * v.absdot("hat", mi) * uh)
+            return total
+        return error
 
     def _seq_max(self, vectors) -> list:
         return [max(v[c] for v in vectors) for c in range(self.d)]
@@ -475,12 +501,13 @@ class Analysis:
         if attention is None:
             raise Failed("the attention was not recorded by the replay")
         M, E = self._seq_max(mags), self._seq_max(errs)
+        score_error = self._score_error(A, M, E)
         out = []
         for i, (att, x, e) in enumerate(zip(attention, seq, errs)):
             ref = f"token [{j}, {i}]"
             if len(att.argmax) > 1:
                 raise Failed(f"{ref}: tied argmax {list(att.argmax)}; the float run may break the tie")
-            delta = up(self._score_error(A, mags[i], e, [abs(v) for v in x], M, E))
+            delta = up(score_error(mags[i], e, [abs(v) for v in x]))
             self._check_range(A.bilinear(mags[i], M, "hat"), "an attention score")
             if att.gap is not None and not att.gap > 2 * delta:
                 raise Failed(f"{ref}: argmax gap {approx(att.gap)} ≤ 2 × score error {approx(delta)}")
@@ -506,10 +533,11 @@ class Analysis:
         ulp4 = 2 * EXP_ULPS * fmt.unit
         norm = (1 + fmt.unit) / ((1 - ulp4) * (1 - g))
         floor = 2 * (n + 1) * fmt.tiny
+        score_error = self._score_error(A, M, E)
         out = []
         for i, (x, e) in enumerate(zip(seq, errs)):
             s = [ZERO] * n if A.literal_zero else table.row(i)
-            ds = ZERO if A.literal_zero else up(self._score_error(A, mags[i], e, [abs(v) for v in x], M, E))
+            ds = ZERO if A.literal_zero else up(score_error(mags[i], e, [abs(v) for v in x]))
             smax = max(s)
             big = max(abs(v) for v in s)
             self._check_range((big + ds) / tau_hat, "a scaled attention score")
@@ -533,27 +561,30 @@ class Analysis:
             out.append((em, mm))
         return out
 
-    def _sa_out(self, mag, e, mean, rho, V: Matrix, copied: list[bool]) -> tuple:
-        """``copied[c]``: coordinate c is ρ̂ x̂_c + 0 with ρ̂ ∈ {0, 1}, exactly."""
+    def _sa_out(self, mean, rho, V: Matrix, copied: list[bool]):
+        """A token's output bound as a function of its magnitude and error;
+        the part that depends on the attention mean alone (|V̂|·|m| and the
+        rest of the bound but for the ρ terms) taken once per distinct mean.
+        ``copied[c]``: coordinate c is ρ̂ x̂_c + 0 with ρ̂ ∈ {0, 1}, exactly."""
         em, mm = mean
-        fmt = self.fmt
-        applied = V.apply_abs(em)
-        dv = V.apply_delta(mm)
-        hat = V.apply_abs(mm, "hat")
-        depth = self.d + len(V.terms) + 3
+        g = self.fmt.gamma(self.d + len(V.terms) + 3)
         # dense entries (× |m|), the low-rank v·m (× |u|), the products
         underflow = (len(V.terms) + 1) * sum(mm, ZERO) + self.d + 2 * len(V.terms) + 2
-        out = []
-        for c in range(self.d):
-            if copied[c]:
-                out.append(e[c] if rho.hat[0] == 1 else ZERO)
-                continue
-            terms = abs(rho.hat[0]) * mag[c] + hat[c]
-            self._check_range(terms, f"coordinate {c + 1} of the attention output")
-            low_rank = self.d * sum((abs(u.hat[c]) for u, _ in V.terms), ZERO)
-            out.append(up(abs(rho.exact[0]) * e[c] + rho.delta[0] * mag[c] + applied[c] + dv[c]
-                          + fmt.gamma(depth) * terms + (underflow + low_rank) * fmt.tiny))
-        return tuple(out)
+        hat = V.apply_abs(mm, "hat")
+        rest = [a + dv + g * h + (underflow + self.d * sum((abs(u.hat[c]) for u, _ in V.terms), ZERO)) * self.fmt.tiny
+                for c, (a, dv, h) in enumerate(zip(V.apply_abs(em), V.apply_delta(mm), hat))]
+
+        def out(mag, e) -> tuple:
+            bound = []
+            for c in range(self.d):
+                if copied[c]:
+                    bound.append(e[c] if rho.hat[0] == 1 else ZERO)
+                    continue
+                rho_mag = abs(rho.hat[0]) * mag[c]
+                self._check_range(rho_mag + hat[c], f"coordinate {c + 1} of the attention output")
+                bound.append(up(abs(rho.exact[0]) * e[c] + rho.delta[0] * mag[c] + g * rho_mag + rest[c]))
+            return tuple(bound)
+        return out
 
 
 def _contains(token, point: Vec) -> bool:
