@@ -18,7 +18,7 @@ from flint import fmpq
 from tfcert.construct.leaders import UP, side
 from tfcert.verify.evaluate import apply_sa_hardmax, attention_table
 from tfcert.verify.formats import SA, Dataset, LowRank
-from tfcert.verify.numbers import Vec, unit
+from tfcert.verify.numbers import Vec, key, unit
 
 ONE, ZERO = fmpq(1), fmpq(0)
 
@@ -39,7 +39,7 @@ def collapse(dataset: Dataset, seqs: list[list[Vec]], block: int) -> tuple[SA, l
         table.append([[list(a.argmax), None if a.gap is None else str(a.gap)] for a in att])
         after.append(apply_sa_hardmax(sa, X, att))
     ties = sum(len(a[0]) > 1 for row in table for a in row)
-    distinct = [len(set(s)) for s in after]
+    distinct = [len({key(x) for x in s}) for s in after]
     if ties or distinct != [len(p.output) for p in dataset.pairs]:
         raise AssertionError("collapse failed: the leader placement is wrong")  # a construction bug
     claims = [{"kind": "argmax", "block": block, "ties": ties, "tokens": table},

@@ -203,9 +203,12 @@ def mean(X: list[Vec], idx: tuple[int, ...] | range) -> Vec:
 
 
 def apply_sa_hardmax(sa: SA, X: list[Vec], attention: list[Attention]) -> list[Vec]:
-    """ρ x_i + V · mean of the argmax set."""
-    return [add(scale(sa.rho, x), apply_low_rank(sa.V, mean(X, att.argmax)))
-            for x, att in zip(X, attention)]
+    """ρ x_i + V · mean of the argmax set (taken once per distinct set)."""
+    moved: dict[tuple[int, ...], Vec] = {}
+    for att in attention:
+        if att.argmax not in moved:
+            moved[att.argmax] = apply_low_rank(sa.V, mean(X, att.argmax))
+    return [add(scale(sa.rho, x), moved[att.argmax]) for x, att in zip(X, attention)]
 
 
 # ---------------------------------------------------------------- enclosures (softmax)

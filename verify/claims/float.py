@@ -90,6 +90,12 @@ class Rounded:
         self.delta = tuple(abs(h - v) for h, v in zip(self.hat, self.exact))
         self.support = tuple(j for j, (v, h) in enumerate(zip(self.exact, self.hat)) if v or h)
         self.count = nonzero(self.hat)
+        self.power = None  # (j, v): the one entry, v = ±2^k, when the tuple is that exactly (for Sterbenz)
+        if self.count == 1 and not any(self.delta):  # every entry exact: none rounded to (or from) 0
+            j = next(j for j in self.support if self.hat[j] != 0)
+            num, den = abs(int(self.hat[j].p)), int(self.hat[j].q)
+            if not num & (num - 1) and not den & (den - 1):
+                self.power = (j, self.hat[j])
 
     def dot(self, x) -> fmpq:
         """exact · x over the entries that are not 0."""
@@ -215,12 +221,12 @@ class Analysis:
 
     def _refresh(self, flat) -> None:
         """Every token's magnitude bound (``mag``, kept beside ``err`` until
-        the token or its error changes) and the global per-coordinate maxima
-        of |x̂| and of the errors; the reach lists are built again when asked."""
+        the token or its error changes), the global per-coordinate maxima of
+        |x̂| and the largest error; the reach lists are built again when asked."""
         self.reach: dict[tuple, tuple[Rounded, Ranked]] = {}  # by key(row.exact)
         self.mag = [None] * len(flat)
         self.X = [ZERO] * self.d
-        self.E = [ZERO] * self.d
+        self.worst = ZERO  # the largest error bound, kept only for give_up_above
         for g, x in enumerate(flat):
             self._widen(g, x)
 
@@ -232,7 +238,8 @@ class Analysis:
         for row, ranked in self.reach.values():
             ranked.move(g, self._slack(row, g, x))
         self.X = list(map(max, self.X, self.mag[g]))
-        self.E = list(map(max, self.E, e))
+        if self.give_up_above is not None:
+            self.worst = max(self.worst, *e)
 
     def _check_range(self, value: fmpq, what: str) -> None:
         """Every partial sum of terms whose magnitudes add up to ``value`` is at
@@ -268,7 +275,7 @@ class Analysis:
                     self._ff(step, flat_before, flat_after, where)
                 else:
                     self._sa(step, flat_before, flat_after, where)
-                if self.give_up_above is not None and max(self.E) > self.give_up_above:
+                if self.give_up_above is not None and self.worst > self.give_up_above:
                     raise Failed(f"an error bound exceeds {approx(self.give_up_above)}")
         except (Failed, OverflowError) as exc:
             self.failure = f"{where}: {exc}" + (f" (the first ReLU a float run may switch: {self.uncertain})"
@@ -337,13 +344,9 @@ class Analysis:
         coordinate times a power of two (exact, the product staying normal),
         plus a bias that is 0 or within a factor 2 of minus that product —
         Sterbenz's lemma (Higham, Thm 2.5): y/2 ≤ x ≤ 2y makes x − y exact."""
-        if row.count != 1 or any(row.delta):  # every entry exact: none rounded to (or from) 0
+        if row.power is None:
             return False
-        j = next(j for j in row.support if row.hat[j] != 0)
-        v = row.hat[j]
-        num, den = abs(int(v.p)), int(v.q)
-        if num & (num - 1) or den & (den - 1):
-            return False  # not a power of two
+        j, v = row.power
         lo, hi = coordinate_range(x, j)
         a_lo, a_hi = sorted((v * (lo - e[j]), v * (hi + e[j])))
         y = -b.hat[k]
@@ -381,12 +384,12 @@ class Analysis:
             dz.append(err)
             rho.append(rounding)
         copy = eta.exact[0] == 1 and eta.hat[0] == 1
-        vanish = eta.exact[0] == 0 and eta.hat[0] == 0
-        out = []
+        plain = copy or eta.exact[0] == 0 and eta.hat[0] == 0
+        # where no live unit writes, every term but η̂ x̂_i is 0·relu or Ŵ·0: x̂_i + 0 + … = x̂_i or 0·x̂_i + … = 0
+        out = list(e) if copy else [ZERO] * d
         for i in range(d):
             live = [k for k in writers[i] if status[k] != "off"]
-            if not live and (copy or vanish):  # every term but η̂ x̂_i is 0·relu or Ŵ·0
-                out.append(e[i] if copy else ZERO)  # x̂_i + 0 + … + 0 = x̂_i, or 0·x̂_i + 0 + … = 0, exactly
+            if plain and not live:
                 continue
             total = abs(eta.delta[0]) * mag[i]
             terms = abs(eta.hat[0]) * mag[i]
@@ -410,7 +413,7 @@ class Analysis:
                     m = (eta.exact[0] if j == i else ZERO) + sum((W[i].exact[k] * U[k].exact[j] for k in on), ZERO)
                     total += abs(m) * e[j]
             total += fmt.gamma(max(count, 1)) * terms + count * fmt.tiny
-            out.append(up(total))
+            out[i] = up(total)
         return tuple(out)
 
     # ---- attention
@@ -504,13 +507,11 @@ class Analysis:
         score_error = self._score_error(A, M, E)
         out = []
         for i, (att, x, e) in enumerate(zip(attention, seq, errs)):
-            ref = f"token [{j}, {i}]"
             if len(att.argmax) > 1:
-                raise Failed(f"{ref}: tied argmax {list(att.argmax)}; the float run may break the tie")
+                raise Failed(f"token [{j}, {i}]: tied argmax {list(att.argmax)}; the float run may break the tie")
             delta = up(score_error(mags[i], e, [abs(v) for v in x]))
-            self._check_range(A.bilinear(mags[i], M, "hat"), "an attention score")
             if att.gap is not None and not att.gap > 2 * delta:
-                raise Failed(f"{ref}: argmax gap {approx(att.gap)} ≤ 2 × score error {approx(delta)}")
+                raise Failed(f"token [{j}, {i}]: argmax gap {approx(att.gap)} ≤ 2 × score error {approx(delta)}")
             a = att.argmax[0]
             out.append((errs[a], mags[a]))  # one argmax: copied exactly
         return out

@@ -86,7 +86,7 @@ def check(claim: Claim, ctx: Context, step) -> list[str]:
         if b > lo and a < hi:
             inside.add(ctx.ref(g))
             if ctx.ref(g) in claim.moves and not (claim.center - claim.radius <= a and b <= claim.center + claim.radius
-                                                  and all(coordinate_range(x, i) == (0, 0)
+                                                  and all(not x[i] if is_point(x) else coordinate_range(x, i) == (0, 0)
                                                           for i in range(ctx.model.d) if i != k)):
                 failures.append(f"token {list(ctx.ref(g))}: enclosure [{show(a)}, {show(b)}] on coordinate {k + 1} "
                                 f"is not on the axis inside the plateau")
