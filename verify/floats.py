@@ -34,6 +34,9 @@ class Format:
     emin: int
     emax: int
 
+    def __hash__(self) -> int:
+        return hash(self.name)  # gamma's cache hashes self at every call: the name alone, not every field
+
     @cached_property
     def unit(self) -> fmpq:
         """u = 2^-p: round to nearest errs by at most u relative."""
