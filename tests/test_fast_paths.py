@@ -3,8 +3,11 @@
 rank-two scores, d = 2) against all n² scores, the sparse feed-forward layer
 against the dense formula in Python Fractions, dict keys of vectors against
 equality, a Step's view against copies, a snap's deduplicated rows, region
-queries on a span basis against the piecewise-linear check, and the float
-analysis's kept reach lists against fresh ones and the per-token bound."""
+queries on a span basis against the piecewise-linear check, a Ranked order
+against the exact order, and the float analysis's kept reach lists against
+fresh ones and the per-token bound, its bounds shared per attention mean
+against per-token ones, and its score and attention-output bounds (their
+per-sequence and per-mean parts taken once) against their definitions."""
 from __future__ import annotations
 
 from fractions import Fraction
@@ -298,3 +301,101 @@ def test_the_float_reach_kept_as_tokens_change_equals_a_fresh_one(name, monkeypa
     folder = REPO / "certificates" / name
     assert verify_files(folder / "model.json", folder / "dataset.json", folder / "certificate.json").ok
     assert any(seen)  # some layer left tokens out
+
+
+@pytest.mark.parametrize("name", ["random-d20-wide", "equal-means-hardmax", "one-sequence-d8", "demo-softmax"])
+def test_float_bounds_shared_per_attention_mean_equal_per_token_ones(name, monkeypatch):
+    """An attention layer's float analysis takes each distinct mean's part of
+    the output bound once, and with ρ = 0 a token's whole bound is its
+    mean's: it must reach, layer by layer, the bounds it reaches when every
+    token counts as having a mean of its own (``id`` made unique per call,
+    so nothing is shared) — and the score bound taken once per sequence is
+    exercised on the way (hardmax and softmax bundles)."""
+    from itertools import count
+
+    from tfcert.verify.claims import float as float_claim
+    from tfcert.verify.floats import FORMATS
+
+    folder = REPO / "certificates" / name
+    model = read_model(load_document(folder / "model.json"))
+    inputs = [p.input for p in read_dataset(load_document(folder / "dataset.json")).pairs]
+
+    def states() -> tuple[list, str | None]:
+        analysis, seen = float_claim.Analysis(model, inputs, FORMATS["binary64"]), []
+        for step in Replay(model, inputs).steps():
+            analysis.step(step)
+            seen.append(list(analysis.err))
+        return seen, analysis.failure
+
+    shared = states()
+    fresh = count()
+    monkeypatch.setattr(float_claim, "id", lambda obj: next(fresh), raising=False)
+    assert states() == shared
+    assert next(fresh) > 0  # the per-token run did go through the cache keys
+
+
+@st.composite
+def score_case(draw):
+    d, r = draw(st.integers(1, 3)), draw(st.integers(0, 2))
+    scalar = st.sampled_from([0, 0, 1, -3, Fraction(1, 3), Fraction(-2, 7), Fraction(1, 10)])
+    as_q = lambda x: fmpq(x.numerator, x.denominator) if isinstance(x, Fraction) else fmpq(x)
+    vector = st.lists(scalar, min_size=d, max_size=d).map(lambda v: tuple(as_q(x) for x in v))
+    A = LowRank(as_q(draw(scalar)), tuple((draw(vector), draw(vector)) for _ in range(r)))
+    mi, ei, xi, M, E = (tuple(abs(x) for x in draw(vector)) for _ in range(5))
+    return d, A, mi, ei, xi, tuple(map(max, M, mi)), tuple(map(max, E, ei))
+
+
+@settings(max_examples=200, deadline=None)
+@given(score_case())
+def test_the_score_error_taken_per_sequence_equals_its_defining_bound(case):
+    """The attention-score error bound, with the sequence's side (|u|·M and
+    the like) taken once, against its definition: B(e_i, M) + B(|x_i|, E) +
+    B_δ(m_i, M) + γ·B̂(m_i, M) + the underflow terms, B the bilinear bound
+    |scale|·a·b + Σ (|v|·a)(|u|·b) and B_δ the one of the rounding changes."""
+    from types import SimpleNamespace
+
+    from tfcert.verify.claims import float as float_claim
+    from tfcert.verify.floats import FORMATS
+
+    d, A, mi, ei, xi, M, E = case
+    fmt = FORMATS["binary32"]
+    m = float_claim.matrix(A, fmt)
+    r = len(m.terms)
+    B_delta = (m.scale.delta[0] * dot(mi, M)
+               + sum((v.absdot("delta", mi) * u.absdot("hat", M) + v.absdot("exact", mi) * u.absdot("delta", M)
+                      for u, v in m.terms), fmpq(0)))
+    lowrank = sum((u.absdot("hat", M) + v.absdot("hat", mi) for u, v in m.terms), fmpq(0))
+    underflow = ((r + 1) * sum(mi, fmpq(0)) * sum(M, fmpq(0)) + d * sum(mi, fmpq(0)) + d * lowrank
+                 + d * d + d + r * (2 * d + 1))
+    defined = (m.bilinear(ei, M) + m.bilinear(xi, E) + B_delta + fmt.gamma(2 * d + r + 2) * m.bilinear(mi, M, "hat")
+               + underflow * fmt.tiny)
+    error = float_claim.Analysis._score_error(SimpleNamespace(d=d, fmt=fmt), m, M, E)
+    assert error(mi, ei, xi) == defined
+
+
+@settings(max_examples=200, deadline=None)
+@given(score_case(), st.sampled_from([0, 1, Fraction(1, 3), -2]))
+def test_the_attention_output_bound_taken_per_mean_equals_its_defining_bound(case, rho):
+    """A token's attention-output bound, its mean's part taken once, against
+    its definition: |ρ|e + δρ·|x| + |V|·e_m + δV·|m| + γ(|ρ̂||x| + |V̂|·|m|)
+    + underflow, per coordinate not copied exactly."""
+    from types import SimpleNamespace
+
+    from tfcert.verify.claims import float as float_claim
+    from tfcert.verify.floats import FORMATS, up
+
+    d, V, mag, e, em, mm, _ = case
+    fmt = FORMATS["binary32"]
+    m, r = float_claim.matrix(V, fmt), float_claim.Rounded((fmpq(rho.numerator, rho.denominator)
+                                                           if isinstance(rho, Fraction) else fmpq(rho),), fmt)
+    copied = [c % 2 == 1 and m.zero_row(c) for c in range(d)]
+    g = fmt.gamma(d + len(m.terms) + 3)
+    underflow = (len(m.terms) + 1) * sum(mm, fmpq(0)) + d + 2 * len(m.terms) + 2
+    applied, dv, hat = m.apply_abs(em), m.apply_delta(mm), m.apply_abs(mm, "hat")
+    defined = tuple((e[c] if r.hat[0] == 1 else fmpq(0)) if copied[c] else
+                    up(abs(r.exact[0]) * e[c] + r.delta[0] * mag[c] + applied[c] + dv[c]
+                       + g * (abs(r.hat[0]) * mag[c] + hat[c])
+                       + (underflow + d * sum((abs(u.hat[c]) for u, _ in m.terms), fmpq(0))) * fmt.tiny)
+                    for c in range(d))
+    analysis = SimpleNamespace(d=d, fmt=fmt, _check_range=lambda value, what: None)
+    assert float_claim.Analysis._sa_out(analysis, (em, mm), r, m, copied)(mag, e) == defined
