@@ -58,11 +58,14 @@ class Format:
 
     @lru_cache(maxsize=None)
     def gamma(self, k: int) -> fmpq:
-        """γ_k = ku/(1 − ku): the relative error of k roundings in a row."""
+        """γ_k = ku/(1 − ku), the relative error of k roundings in a row,
+        rounded up to a short dyadic (up): an upper bound is all a bound
+        needs, and bounds built from dyadics stay dyadic, cheap to add and to
+        round (γ_k itself has the odd denominator 2^p − k)."""
         ku = k * self.unit
         if ku >= fmpq(1, 2):
             raise ArithmeticError(f"{self.name}: {k} roundings in a row exceed the error model (ku ≥ 1/2)")
-        return ku / (1 - ku)
+        return up(ku / (1 - ku))
 
 
 FORMATS = {"binary64": Format("binary64", 53, -1022, 1023), "binary32": Format("binary32", 24, -126, 127)}

@@ -224,11 +224,11 @@ class Analysis:
         the token or its error changes), the global per-coordinate maxima of
         |x̂| and the largest error; the reach lists are built again when asked."""
         self.reach: dict[tuple, tuple[Rounded, Ranked]] = {}  # by key(row.exact)
-        self.mag = [None] * len(flat)
-        self.X = [ZERO] * self.d
+        self.mag = [self._mag(x, e) for x, e in zip(flat, self.err)]
+        self.X = [max(column) for column in zip(*self.mag)] if self.mag else [ZERO] * self.d  # mags are ≥ 0
         self.worst = ZERO  # the largest error bound, kept only for give_up_above
-        for g, x in enumerate(flat):
-            self._widen(g, x)
+        if self.give_up_above is not None:
+            self.worst = max((max(e, default=ZERO) for e in self.err), default=ZERO)
 
     def _widen(self, g: int, x) -> None:
         """Token g is now x with error err[g]: its magnitude, the maxima, and
