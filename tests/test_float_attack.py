@@ -273,3 +273,23 @@ def test_low_rank_v_intermediate_overflow():
     with np.errstate(all="ignore"):
         got = _low_rank_run(toks, None, terms, False)
     assert np.isfinite(got).all(), f"float run gives {got[0]}, certified bound {float(fb.bound):.3g}"
+
+
+# 11. A softmax layer after one that left enclosures, with a low-rank A: the
+#     analysis built the score table over the enclosures before refusing them,
+#     and the verifier died with a traceback (TypeError) instead of a verdict.
+# fixed: "softmax over enclosures: the refusal comes before the score table"
+def test_softmax_over_enclosures_with_low_rank_scores_is_refused_not_a_crash():
+    from flint import fmpq
+
+    from tfcert.verify.claims.float import Analysis
+    from tfcert.verify.floats import FORMATS
+
+    blocks = [block(2, A=lr(1), V=lr(1)), block(2, A=lr(0, [((1, 0), (0, 1))]), V=lr(1))]
+    m = {"format": "tfcert.model/1", "d": 2, "attention": "softmax", "temperature": "1", "blocks": blocks}
+    model = read_model(parse_document("m.json", dumps(m)))
+    inputs = [tuple(tuple(fmpq(v) for v in t) for t in [(0, 1), (1, 0), (2, 3)])]
+    analysis = Analysis(model, inputs, FORMATS["binary64"])
+    for step in Replay(model, inputs).steps():
+        analysis.step(step)
+    assert "softmax attention over enclosures" in analysis.failure

@@ -43,7 +43,7 @@ def apply_ff(ff: FF, x: Vec) -> Vec:
     """η x + W σ(U x + b), exactly, over the non-zero entries of U and W."""
     U, W = ff.sparse
     hidden = [relu(_sparse_dot(row, x) + bias) for row, bias in zip(U, ff.b)]
-    kept = x if ff.eta == 1 else scale(ff.eta, x)
+    kept = scale(ff.eta, x)
     return tuple(k + _sparse_dot(w_row, hidden) if w_row else k for k, w_row in zip(kept, W))
 
 

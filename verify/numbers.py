@@ -152,7 +152,7 @@ def dot(a: Vec, b: Vec) -> fmpq:
 
 
 def add(a: Vec, b: Vec) -> Vec:
-    return tuple(x + y for x, y in zip(a, b))
+    return tuple(x + y if y else x for x, y in zip(a, b))  # adding 0 keeps x itself: cheaper, and equal
 
 
 def sub(a: Vec, b: Vec) -> Vec:
@@ -160,7 +160,7 @@ def sub(a: Vec, b: Vec) -> Vec:
 
 
 def scale(c: fmpq, a: Vec) -> Vec:
-    return tuple(c * x for x in a)
+    return a if c == 1 else tuple(c * x for x in a)
 
 
 def unit(d: int, k: int) -> Vec:

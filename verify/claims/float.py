@@ -442,7 +442,7 @@ class Analysis:
                 means = [self._uniform(mags, errs)] * len(seq)
             elif softmax:
                 sa = self.model.blocks[step.block].sa
-                means = self._softmax(seq, mags, errs, A, Scores(sa.A, list(seq)), step.after[j], sa)
+                means = self._softmax(seq, mags, errs, A, step.after[j], sa)
             else:
                 means = self._hardmax(step.attention[j], seq, mags, errs, A, j)
             per_mean, outs = {}, {}  # by the mean's identity (a hardmax mean is its argmax's)
@@ -516,7 +516,7 @@ class Analysis:
             out.append((errs[a], mags[a]))  # one argmax: copied exactly
         return out
 
-    def _softmax(self, seq, mags, errs, A: Matrix, table: Scores, after, sa: SA) -> list:
+    def _softmax(self, seq, mags, errs, A: Matrix, after, sa: SA) -> list:
         """Per token (error, magnitude) of the attention mean. Around the exact
         mean: every weight within a factor e^{±2Δ} (Δ the error of the scaled
         scores) up to rounding. With a unique exact argmax a, tighter: the
@@ -525,6 +525,7 @@ class Analysis:
         contains ρx_i + V x_a, so the float token lies near a point of it."""
         if not all(is_point(x) for x in seq):
             raise Failed("softmax attention over enclosures (a second scored layer) is not analysed")
+        table = Scores(sa.A, list(seq))
         fmt, n, d = self.fmt, len(seq), self.d
         tau = self.model.temperature
         tau_hat = round_nearest(tau, fmt)
