@@ -55,6 +55,7 @@ LAYER = "trace"
 ENCLOSURES = True
 EXP_ULPS = 2  # documented accuracy of exp: relative error ≤ 2 ulps = 4u
 ZERO = fmpq(0)
+WHICH = ("exact", "hat", "delta")  # the three tuples of a Rounded
 
 
 @dataclass(frozen=True)
@@ -89,6 +90,7 @@ class Rounded:
         self.hat = tuple(round_nearest(v, fmt) for v in self.exact)
         self.delta = tuple(abs(h - v) for h, v in zip(self.hat, self.exact))
         self.support = tuple(j for j, (v, h) in enumerate(zip(self.exact, self.hat)) if v or h)
+        self.nonzero = {which: tuple(j for j in self.support if getattr(self, which)[j]) for which in WHICH}
         self.count = nonzero(self.hat)
         self.power = None  # (j, v): the one entry, v = ±2^k, when the tuple is that exactly (for Sterbenz)
         if self.count == 1 and not any(self.delta):  # every entry exact: none rounded to (or from) 0
@@ -105,10 +107,10 @@ class Rounded:
         return total
 
     def absdot(self, which: str, b) -> fmpq:
-        """Σ |self_j|·b_j over the entries that are not 0 (exact or rounded), b ≥ 0."""
+        """Σ |self_j|·b_j over the entries that are not 0, b ≥ 0."""
         values = getattr(self, which)
         total = ZERO
-        for j in self.support:
+        for j in self.nonzero[which]:
             if b[j]:
                 total += abs(values[j]) * b[j]
         return total
