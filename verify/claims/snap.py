@@ -85,9 +85,11 @@ def check(claim: Claim, ctx: Context, step) -> list[str]:
         a, b = coordinate_range(x, k)
         if b > lo and a < hi:
             inside.add(ctx.ref(g))
-            if ctx.ref(g) in claim.moves and not (claim.center - claim.radius <= a and b <= claim.center + claim.radius
-                                                  and all(not x[i] if is_point(x) else coordinate_range(x, i) == (0, 0)
-                                                          for i in range(ctx.model.d) if i != k)):
+            if ctx.ref(g) not in claim.moves:
+                continue
+            on_axis = all(not x[i] if is_point(x) else coordinate_range(x, i) == (0, 0)
+                          for i in range(ctx.model.d) if i != k)
+            if not (on_axis and claim.center - claim.radius <= a and b <= claim.center + claim.radius):
                 failures.append(f"token {list(ctx.ref(g))}: enclosure [{show(a)}, {show(b)}] on coordinate {k + 1} "
                                 f"is not on the axis inside the plateau")
     if inside != claim.moves:
