@@ -131,7 +131,7 @@ def test_ranked_answers_as_the_exact_order_does(values, moves, lo, hi):
         if g < len(now):
             ranked.move(g, v)
             now[g] = v
-    assert [(v, g) for _, v, g in ranked.pairs] == sorted((v, g) for g, v in enumerate(now))
+    assert [(v, g) for _, v, g in ranked.ordered] == sorted((v, g) for g, v in enumerate(now))
     assert ranked.inside(lo, hi) == [g for v, g in sorted((v, g) for g, v in enumerate(now)) if lo < v < hi]
     assert ranked.inside(lo, None) == [g for v, g in sorted((v, g) for g, v in enumerate(now)) if lo < v]
     if lo < hi:
@@ -153,7 +153,7 @@ def test_a_step_shows_tokens_and_sorted_projections_as_before_its_layer(name):
         assert list(step.flat_before) == previous
         for proj in (step.sorted_before or {}).values():
             fresh = sorted((dot(proj.direction, x), g) for g, x in enumerate(previous))
-            assert [(v, g) for _, v, g in proj.pairs] == fresh
+            assert [(v, g) for _, v, g in proj.ordered] == fresh
             assert step.projections(proj.direction) is proj
             seen += 1
         previous = list(step.flat_after)
@@ -289,7 +289,7 @@ def test_the_float_reach_kept_as_tokens_change_equals_a_fresh_one(name, monkeypa
                 continue
             for k, row in enumerate(U):
                 if any(w.exact[k] or w.hat[k] for w in W):
-                    c = float_claim.nonzero(row.hat) + (b.hat[k] != 0)
+                    c = sum(1 for h in row.hat if h) + (b.hat[k] != 0)
                     err = (row.absdot("exact", self.err[g]) + row.absdot("delta", self.mag[g]) + b.delta[k]
                            + self.fmt.gamma(max(c, 1)) * (row.absdot("hat", self.mag[g]) + abs(b.hat[k]))
                            + c * self.fmt.tiny)

@@ -330,9 +330,9 @@ def ff_support(ff: FF) -> list[Support]:
 
 # ---------------------------------------------------------------- replay
 
-def _rounded(v: fmpq) -> float:
+def _float_key(v: fmpq) -> float:
     """v to the nearest float (Python's int / int rounds correctly), ±inf
-    beyond the range: monotone, so (rounded(v), v) sorts as v does."""
+    beyond the range: monotone, so (float_key(v), v) sorts as v does."""
     try:
         return int(v.p) / int(v.q)
     except OverflowError:
@@ -347,28 +347,30 @@ class Ranked:
     in front settles most comparisons, where comparing rationals is slow."""
 
     def __init__(self, values: list[fmpq]):
-        self.entry = [(_rounded(v), v, g) for g, v in enumerate(values)]
-        self.pairs = SortedList(self.entry)
+        self.entry = [(_float_key(v), v, g) for g, v in enumerate(values)]
+        self.ordered = SortedList(self.entry)
 
     def _cut(self, lo: fmpq, hi: fmpq | None) -> tuple[int, int]:
-        """Positions of the first value > lo and of the first value ≥ hi (ids < len: (v, len) follows every (v, g))."""
-        start = self.pairs.bisect_right((_rounded(lo), lo, len(self.entry)))
-        return start, len(self.pairs) if hi is None else self.pairs.bisect_left((_rounded(hi), hi, -1))
+        """Positions of the first value > lo and of the first value ≥ hi
+        (ids < len: (v, len) follows every (v, g))."""
+        start = self.ordered.bisect_right((_float_key(lo), lo, len(self.entry)))
+        return start, len(self.ordered) if hi is None else self.ordered.bisect_left((_float_key(hi), hi, -1))
 
     def inside(self, lo: fmpq, hi: fmpq | None) -> list[int]:
         """The ids with lo < value < hi (hi None: no upper end)."""
-        return [g for _, _, g in self.pairs.islice(*self._cut(lo, hi))]
+        return [g for _, _, g in self.ordered.islice(*self._cut(lo, hi))]
 
     def outside(self, lo: fmpq, hi: fmpq) -> tuple[fmpq | None, fmpq | None]:
         """The largest value ≤ lo and the least value ≥ hi (None where none is)."""
         start, stop = self._cut(lo, hi)
-        return self.pairs[start - 1][1] if start else None, self.pairs[stop][1] if stop < len(self.pairs) else None
+        below = self.ordered[start - 1][1] if start else None
+        return below, self.ordered[stop][1] if stop < len(self.ordered) else None
 
     def move(self, g: int, new: fmpq) -> None:
         if new != self.entry[g][1]:
-            self.pairs.remove(self.entry[g])
-            self.entry[g] = (_rounded(new), new, g)
-            self.pairs.add(self.entry[g])
+            self.ordered.remove(self.entry[g])
+            self.entry[g] = (_float_key(new), new, g)
+            self.ordered.add(self.entry[g])
 
 
 class _Projections(Ranked):

@@ -77,10 +77,6 @@ def parse(raw: dict, where: str, context: Context) -> Claim:
 
 # ---------------------------------------------------------------- small vector bounds
 
-def nonzero(v) -> int:
-    return sum(1 for x in v if x != 0)
-
-
 class Rounded:
     """One parameter tuple and its rounding to the format: ``hat`` the
     rounded values, ``delta`` |rounded − exact|."""
@@ -91,10 +87,10 @@ class Rounded:
         self.delta = tuple(abs(h - v) for h, v in zip(self.hat, self.exact))
         self.support = tuple(j for j, (v, h) in enumerate(zip(self.exact, self.hat)) if v or h)
         self.nonzero = {which: tuple(j for j in self.support if getattr(self, which)[j]) for which in WHICH}
-        self.count = nonzero(self.hat)
+        self.count = len(self.nonzero["hat"])
         self.power = None  # (j, v): the one entry, v = ±2^k, when the tuple is that exactly (for Sterbenz)
         if self.count == 1 and not any(self.delta):  # every entry exact: none rounded to (or from) 0
-            j = next(j for j in self.support if self.hat[j] != 0)
+            j = self.nonzero["hat"][0]
             num, den = abs(int(self.hat[j].p)), int(self.hat[j].q)
             if not num & (num - 1) and not den & (den - 1):
                 self.power = (j, self.hat[j])
@@ -387,7 +383,7 @@ class Analysis:
             rho.append(rounding)
         copy = eta.exact[0] == 1 and eta.hat[0] == 1
         plain = copy or eta.exact[0] == 0 and eta.hat[0] == 0
-        # where no live unit writes, every term but η̂ x̂_i is 0·relu or Ŵ·0: x̂_i + 0 + … = x̂_i or 0·x̂_i + … = 0
+        # where no live unit writes, every term but η̂ x̂_i is 0·relu or Ŵ·0: x̂_i + 0 + … = x̂_i, 0·x̂_i + … = 0
         out = list(e) if copy else [ZERO] * d
         for i in range(d):
             live = [k for k in writers[i] if status[k] != "off"]
@@ -482,7 +478,8 @@ class Analysis:
         d, r = self.d, len(A.terms)
         sM = sum(M, ZERO)
         s, sd, sh = abs(A.scale.exact[0]), A.scale.delta[0], abs(A.scale.hat[0])
-        uM = [(u.absdot("exact", M), u.absdot("exact", E), u.absdot("hat", M), u.absdot("delta", M)) for u, _ in A.terms]
+        uM = [(u.absdot("exact", M), u.absdot("exact", E), u.absdot("hat", M), u.absdot("delta", M))
+              for u, _ in A.terms]
         u_hat_M = sum((m[2] for m in uM), ZERO)
         g = self.fmt.gamma(2 * d + r + 2)
 
