@@ -58,14 +58,11 @@ class Format:
 
     @lru_cache(maxsize=None)
     def gamma(self, k: int) -> fmpq:
-        """γ_k = ku/(1 − ku), the relative error of k roundings in a row,
-        rounded up to a short dyadic (up): an upper bound is all a bound
-        needs, and bounds built from dyadics stay dyadic, cheap to add and to
-        round (γ_k itself has the odd denominator 2^p − k)."""
+        """γ_k = ku/(1 − ku): the relative error of k roundings in a row."""
         ku = k * self.unit
         if ku >= fmpq(1, 2):
             raise ArithmeticError(f"{self.name}: {k} roundings in a row exceed the error model (ku ≥ 1/2)")
-        return up(ku / (1 - ku))
+        return ku / (1 - ku)
 
 
 FORMATS = {"binary64": Format("binary64", 53, -1022, 1023), "binary32": Format("binary32", 24, -126, 127)}
@@ -98,8 +95,9 @@ def round_nearest(q: fmpq, fmt: Format) -> fmpq:
 
 
 def up(q: fmpq) -> fmpq:
-    """A dyadic with at most BOUND_BITS significant bits that is ≥ q ≥ 0 (q
-    itself when it is already that short)."""
+    """A dyadic with at most BOUND_BITS significant bits that is ≥ q ≥ 0, or
+    q itself when it is already short: a dyadic of at most BOUND_BITS bits,
+    or numerator and denominator of at most 64 bits each."""
     num, den = q.p, q.q
     if num <= 0:
         return ZERO
