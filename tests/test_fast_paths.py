@@ -11,6 +11,7 @@ per-sequence and per-mean parts taken once) against their definitions."""
 from __future__ import annotations
 
 from fractions import Fraction
+from types import SimpleNamespace
 
 import pytest
 from conftest import REPO
@@ -18,7 +19,9 @@ from flint import fmpq
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tfcert.verify.claims import float as float_claim
 from tfcert.verify.evaluate import Ranked, Replay, Scores, apply_ff, attention_of, attention_table
+from tfcert.verify.floats import FORMATS, up
 from tfcert.verify.formats import FF, LowRank, load_document, read_dataset, read_model
 from tfcert.verify.numbers import dot, key
 
@@ -26,10 +29,12 @@ from tfcert.verify.numbers import dot, key
 small = st.sampled_from([0, 0, 0, 1, -1, 2, -3, Fraction(1, 2), Fraction(-7, 3)])
 
 
+def as_fmpq(x: int | Fraction) -> fmpq:
+    return fmpq(Fraction(x).numerator, Fraction(x).denominator)
+
+
 def vec(d: int):
-    return st.lists(small, min_size=d, max_size=d).map(lambda v: tuple(fmpq(x.numerator, x.denominator)
-                                                                         if isinstance(x, Fraction) else fmpq(x)
-                                                                         for x in v))
+    return st.lists(small, min_size=d, max_size=d).map(lambda v: tuple(map(as_fmpq, v)))
 
 
 @st.composite
@@ -104,7 +109,7 @@ def test_argmax_by_convex_layers_equals_all_scores(case):
 @given(st.integers(1, 2**200), st.integers(0, 300), st.booleans())
 def test_up_is_the_least_short_dyadic_above(num, k, dyadic):
     """up(q): the least number m·2^e ≥ q with m < 2^BOUND_BITS (q itself when short)."""
-    from tfcert.verify.floats import BOUND_BITS, up
+    from tfcert.verify.floats import BOUND_BITS
     q = Fraction(num, 2**k if dyadic else 2**k * 3 + 1)
     r = up(fmpq(q.numerator, q.denominator))
     value = Fraction(int(r.p), int(r.q))
@@ -220,7 +225,7 @@ def group_case(draw):
     if draw(st.booleans()):  # nudge one entry: the group may now be non-zero outside
         i, j = draw(st.integers(0, d - 1)), draw(st.integers(0, 3))
         rows[i][j] += draw(st.sampled_from([1, Fraction(1, 3), -2]))
-    W = tuple(tuple(fmpq(x.numerator, x.denominator) for x in r) for r in rows)
+    W = tuple(tuple(map(as_fmpq, r)) for r in rows)
     b = tuple(fmpq(-p.numerator, p.denominator) for p in points)
     return FF(fmpq(1), tuple((fmpq(1),) for _ in range(4)), b, W), points
 
@@ -257,7 +262,7 @@ def test_lands_on_a_span_basis_matches_the_plateau_ends(case, k, drift, eta):
     at = [tuple(eta * t * (i == k) + g for i, g in enumerate(group(_block(ff), (0, 1, 2, 3), t))) for t in (c - r, c + r)]
     to = tuple(v + (drift if i == 0 else 0) for i, v in enumerate(at[0]))  # the left end's value, maybe moved
     truth = at[0] == to and at[1] == to
-    q = [fmpq(x.numerator, x.denominator) for x in (c, r, *to)]
+    q = [as_fmpq(x) for x in (c, r, *to)]
     assert (lands_on(ff, (0, 1, 2, 3), k, q[0], q[1], tuple(q[2:])) is None) == truth
 
 
@@ -271,7 +276,6 @@ def test_the_float_reach_kept_as_tokens_change_equals_a_fresh_one(name, monkeypa
     token one of whose writing units is not off by its own error bound (the
     classification _ff_token makes)."""
     from tfcert.verify.check import verify_files
-    from tfcert.verify.claims import float as float_claim
     from tfcert.verify.enclose import projection_range
 
     kept = float_claim.Analysis._ff_reach
@@ -313,9 +317,6 @@ def test_float_bounds_shared_per_attention_mean_equal_per_token_ones(name, monke
     exercised on the way (hardmax and softmax bundles)."""
     from itertools import count
 
-    from tfcert.verify.claims import float as float_claim
-    from tfcert.verify.floats import FORMATS
-
     folder = REPO / "certificates" / name
     model = read_model(load_document(folder / "model.json"))
     inputs = [p.input for p in read_dataset(load_document(folder / "dataset.json")).pairs]
@@ -338,9 +339,8 @@ def test_float_bounds_shared_per_attention_mean_equal_per_token_ones(name, monke
 def score_case(draw):
     d, r = draw(st.integers(1, 3)), draw(st.integers(0, 2))
     scalar = st.sampled_from([0, 0, 1, -3, Fraction(1, 3), Fraction(-2, 7), Fraction(1, 10)])
-    as_q = lambda x: fmpq(x.numerator, x.denominator) if isinstance(x, Fraction) else fmpq(x)
-    vector = st.lists(scalar, min_size=d, max_size=d).map(lambda v: tuple(as_q(x) for x in v))
-    A = LowRank(as_q(draw(scalar)), tuple((draw(vector), draw(vector)) for _ in range(r)))
+    vector = st.lists(scalar, min_size=d, max_size=d).map(lambda v: tuple(map(as_fmpq, v)))
+    A = LowRank(as_fmpq(draw(scalar)), tuple((draw(vector), draw(vector)) for _ in range(r)))
     mi, ei, xi, M, E = (tuple(abs(x) for x in draw(vector)) for _ in range(5))
     return d, A, mi, ei, xi, tuple(map(max, M, mi)), tuple(map(max, E, ei))
 
@@ -352,11 +352,6 @@ def test_the_score_error_taken_per_sequence_equals_its_defining_bound(case):
     the like) taken once, against its definition: B(e_i, M) + B(|x_i|, E) +
     B_δ(m_i, M) + γ·B̂(m_i, M) + the underflow terms, B the bilinear bound
     |scale|·a·b + Σ (|v|·a)(|u|·b) and B_δ the one of the rounding changes."""
-    from types import SimpleNamespace
-
-    from tfcert.verify.claims import float as float_claim
-    from tfcert.verify.floats import FORMATS
-
     d, A, mi, ei, xi, M, E = case
     fmt = FORMATS["binary32"]
     m = float_claim.matrix(A, fmt)
@@ -379,15 +374,9 @@ def test_the_attention_output_bound_taken_per_mean_equals_its_defining_bound(cas
     """A token's attention-output bound, its mean's part taken once, against
     its definition: |ρ|e + δρ·|x| + |V|·e_m + δV·|m| + γ(|ρ̂||x| + |V̂|·|m|)
     + underflow, per coordinate not copied exactly."""
-    from types import SimpleNamespace
-
-    from tfcert.verify.claims import float as float_claim
-    from tfcert.verify.floats import FORMATS, up
-
     d, V, mag, e, em, mm, _ = case
     fmt = FORMATS["binary32"]
-    m, r = float_claim.matrix(V, fmt), float_claim.Rounded((fmpq(rho.numerator, rho.denominator)
-                                                           if isinstance(rho, Fraction) else fmpq(rho),), fmt)
+    m, r = float_claim.matrix(V, fmt), float_claim.Rounded((as_fmpq(rho),), fmt)
     copied = [c % 2 == 1 and m.zero_row(c) for c in range(d)]
     g = fmt.gamma(d + len(m.terms) + 3)
     underflow = (len(m.terms) + 1) * sum(mm, fmpq(0)) + d + 2 * len(m.terms) + 2
