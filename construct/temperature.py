@@ -1,7 +1,7 @@
 """τ*: the largest temperature at which every collapse output stays within
 the snap radius r, found by bisection on certified (arb) checks of the noise
 bound max_i B_i(τ) ≤ r and stated as an exact dyadic rational; beside it the
-closed form min_i Δ_i / ln((n_j−1)·D_i/r) of DESIGN.md §4."""
+closed form min_i Δ_i / ln((n_j−1)·D_i/r) (docs/softmax.md)."""
 from __future__ import annotations
 
 from flint import ctx, fmpq

@@ -1,4 +1,4 @@
-"""Bad input (DESIGN.md §2, §6, §7): every command that reads a file answers
+"""Bad input (docs/certificates.md, Limits): every command that reads a file answers
 bad input with exactly one ``error: …`` line on stderr naming the file and the
 JSON path, exit code 2, no traceback, nothing on stdout and nothing
 half-written. Also: exact number reading."""

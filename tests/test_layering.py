@@ -1,4 +1,4 @@
-"""The checker's trusted base stays independent (DESIGN.md §1, §8): nothing
+"""The checker's trusted base stays independent (docs/certificates.md, Threat model): nothing
 under verify/ imports construction code, the audit, or the CLI."""
 from __future__ import annotations
 

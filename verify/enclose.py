@@ -1,4 +1,4 @@
-"""Rigorous enclosures for softmax attention (DESIGN.md §4, §5).
+"""Rigorous enclosures for softmax attention (docs/softmax.md).
 
 exp only ever enters through python-flint ``arb`` balls, and every ball is
 turned into exact rationals (its endpoints are dyadic) before anything is

@@ -1,4 +1,4 @@
-"""The versioned file formats of DESIGN.md §6: readers that validate every
+"""The versioned file formats of docs/certificates.md: readers that validate every
 field (errors name the file and the JSON path) and canonical writers.
 
 Readers live in the checker because a parsing slip is a soundness bug: what
@@ -248,7 +248,7 @@ def check_format(top: dict, expected: str, name: str) -> None:
 # ---------------------------------------------------------------- dataset
 
 def read_dataset(doc: Document) -> Dataset:
-    """Parse a dataset and check the assumptions of DESIGN.md §2."""
+    """Parse a dataset and check the dataset's assumptions (docs/certificates.md)."""
     name = doc.path
     top = fields(doc.value, f"{name}: $", ("format", "d", "pairs"))
     check_format(top, DATASET_FORMAT, name)

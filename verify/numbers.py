@@ -1,4 +1,4 @@
-"""Exact numbers as the file formats define them (DESIGN.md §6).
+"""Exact numbers as the file formats define them (docs/certificates.md, Numbers).
 
 A number is a JSON integer, a bare JSON float (read as the exact decimal
 written, so 0.1 is 1/10), or a string holding an integer, a decimal

@@ -2,7 +2,7 @@
 the theorem it is measured against, all recomputed from the model and the
 dataset; ``within`` states whether every value is within its bound.
 
-Parameters count every stored number (DESIGN.md §6): η, U, b, W of each FF,
+Parameters count every stored number (docs/certificates.md): η, U, b, W of each FF,
 ρ and A, V in their low-rank form (scale plus 2d per term). The parameter
 bound is the block bound times the largest block of width 4 with rank-1 A
 and V: (8d + 5) + (4d + 3) = 12d + 8 — an explicit O(d Σm) constant.
