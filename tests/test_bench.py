@@ -121,6 +121,22 @@ def test_naive_replay_agrees_with_the_verifier(bundle, tmp_path):
     assert bench.interpolates(bench.naive_replay(bad, dataset)[0], dataset) is False
 
 
+def test_verify_phase_pays_only_for_verify(bundle, tmp_path):
+    """The verify phase's process imports what ``tfcert verify`` does and no
+    more (not numpy, which the float64 peer needs): its whole-process time is
+    a user's."""
+    import subprocess
+    import sys
+
+    _, b = bundle
+    for name in ("model.json", "dataset.json", "certificate.json"):
+        (tmp_path / name).write_bytes(b.files[name])
+    probe = ("import json, sys; from pathlib import Path; from tfcert import benchphase; "
+             "r = benchphase.verify(Path(sys.argv[1])); print(json.dumps([r['ok'], 'numpy' in sys.modules]))")
+    out = subprocess.run([sys.executable, "-c", probe, str(tmp_path)], capture_output=True, text=True, check=True)
+    assert json.loads(out.stdout) == [True, False]
+
+
 def test_dense_forward_is_the_float_run(bundle):
     """The bench's peer (reads the files, batches by length, skips V = 0
     attentions) computes the model: it lands within the certified binary64

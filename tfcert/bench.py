@@ -8,9 +8,9 @@ largest numerator/denominator bits, the float columns, and fits the scaling
 exponents of construct and verify. Absolute seconds depend on the machine;
 ratios and exponents travel.
 
-Phases run as ``python -m tfcert.bench PHASE FOLDER`` (one JSON line on
-stdout) so that each is timed and measured alone and the naive replay can be
-stopped at its cap.
+Phases run as ``python -m tfcert.benchphase PHASE FOLDER`` (one JSON line
+on stdout) so that each is timed and measured alone, pays only for its own
+imports, and the naive replay can be stopped at its cap.
 """
 from __future__ import annotations
 
@@ -19,7 +19,6 @@ import heapq
 import json
 import random
 import re
-import resource
 import subprocess
 import sys
 import tempfile
@@ -31,6 +30,7 @@ from typing import Callable, Iterable
 import numpy as np
 from flint import fmpq, fmpq_mat
 
+from tfcert.benchphase import PHASES
 from tfcert.errors import InputError
 from tfcert.progress import quiet
 
@@ -295,84 +295,6 @@ def interpolates(outputs: list[set], dataset_raw: bytes) -> bool:
 
 # ---------------------------------------------------------------- phases, one process each
 
-def _construct(folder: Path) -> dict:
-    """What ``tfcert construct`` does: construct, certify, verify the certificate."""
-    from tfcert.construct.bundle import build
-
-    start = time.perf_counter()
-    bundle = build(folder / "dataset.json")
-    for name in ("model.json", "certificate.json"):
-        (folder / name).write_bytes(bundle.files[name])
-    dataset = bundle.dataset
-    return {"work_s": time.perf_counter() - start, "blocks": len(bundle.construction.model.blocks),
-            "tokens": sum(len(p.input) for p in dataset.pairs), "outputs": dataset.total_outputs}
-
-
-def _verify(folder: Path) -> dict:
-    from tfcert.verify.check import verify_files
-
-    start = time.perf_counter()
-    report = verify_files(folder / "model.json", folder / "dataset.json", folder / "certificate.json")
-    return {"work_s": time.perf_counter() - start, "ok": report.ok, "claims": len(report.results),
-            "failed": sorted({r.kind for r in report.results if not r.ok})}
-
-
-def _float64(folder: Path) -> dict:
-    start = time.perf_counter()
-    dense_forward((folder / "model.json").read_bytes(), (folder / "dataset.json").read_bytes())
-    return {"work_s": time.perf_counter() - start}
-
-
-def _naive(folder: Path) -> dict:
-    start = time.perf_counter()
-    raw = (folder / "dataset.json").read_bytes()
-    outputs, _ = naive_replay((folder / "model.json").read_bytes(), raw)
-    return {"work_s": time.perf_counter() - start, "interpolates": interpolates(outputs, raw)}
-
-
-def _bits(folder: Path) -> dict:
-    """Untimed: the naive replay again, noting the largest bits of every token after every layer."""
-    _, bits = naive_replay((folder / "model.json").read_bytes(), (folder / "dataset.json").read_bytes(),
-                           track_bits=True)
-    return {"token_numerator_bits": bits[0], "token_denominator_bits": bits[1]}
-
-
-def _stats(folder: Path) -> dict:
-    """Untimed: the model's bits and the float columns (the observed float
-    runs only up to OBSERVE_LIMIT token-layers)."""
-    from tfcert.verify.formats import load_document, read_dataset, read_model
-
-    model = read_model(load_document(folder / "model.json"))
-    dataset = read_dataset(load_document(folder / "dataset.json"))
-    observe = sum(len(p.input) for p in dataset.pairs) * len(model.blocks) <= OBSERVE_LIMIT
-    weights = list(parameters_of(model))
-    return {"model_numerator_bits": max(int(w.p).bit_length() for w in weights),
-            "model_denominator_bits": max(int(w.q).bit_length() for w in weights),
-            **float_columns(model, dataset, json.loads((folder / "certificate.json").read_bytes()), observe)}
-
-
-PHASES: dict[str, Callable[[Path], dict]] = {
-    "construct": _construct, "verify": _verify, "float64": _float64, "naive": _naive, "bits": _bits, "stats": _stats}
-
-
-def peak_rss_mib() -> float:
-    """This process's peak resident set (getrusage ru_maxrss: KiB on Linux, bytes on macOS)."""
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    return round(peak / (2**20 if sys.platform == "darwin" else 2**10), 1)
-
-
-def _phase_main(argv: list[str]) -> int:
-    """``python -m tfcert.bench PHASE FOLDER``: one JSON line on stdout."""
-    phase, folder = argv
-    try:
-        result = PHASES[phase](Path(folder))
-    except InputError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    print(json.dumps({**result, "maxrss_mib": peak_rss_mib()}))
-    return 0
-
-
 def run_phase(phase: str, folder: Path, cap: float | None = None) -> dict | None:
     """Run one phase as its own process: what it reports, with ``s`` its
     whole-process seconds (interpreter start, imports, reading and writing
@@ -382,7 +304,7 @@ def run_phase(phase: str, folder: Path, cap: float | None = None) -> dict | None
         return None
     start = time.perf_counter()
     try:
-        proc = subprocess.run([sys.executable, "-m", "tfcert.bench", phase, str(folder)],
+        proc = subprocess.run([sys.executable, "-m", "tfcert.benchphase", phase, str(folder)],
                               capture_output=True, text=True, timeout=cap)
     except subprocess.TimeoutExpired:
         return None
@@ -818,6 +740,3 @@ def run_shards(picked: list[Shape], k: int, as_json: bool) -> int:
     ok = all(r["merged_equals_full"] and r["distinct"] and r["min_gap_as_claimed"] and r["bound_equal"] for r in rows)
     return 0 if ok else 1
 
-
-if __name__ == "__main__":
-    sys.exit(_phase_main(sys.argv[1:]))

@@ -374,11 +374,15 @@ class Ranked:
 
 
 class _Projections(Ranked):
-    """Ranked by the exact projection on one direction."""
+    """Ranked by the exact projection on one direction (a sum over the
+    direction's non-zero entries: FF rows are mostly sparse)."""
 
     def __init__(self, direction: Vec, tokens: list[Vec]):
-        super().__init__([dot(direction, x) for x in tokens])
-        self.direction = direction
+        self.direction, self.support = direction, tuple((j, v) for j, v in enumerate(direction) if v)
+        super().__init__([self.of(x) for x in tokens])
+
+    def of(self, x: Vec) -> fmpq:
+        return _sparse_dot(self.support, x)
 
 
 class Before:
@@ -495,7 +499,7 @@ class Replay:
             self.index.clear()
         for g in self.old:
             for proj in self.index.values():
-                proj.move(g, dot(proj.direction, self.tokens[g]))
+                proj.move(g, proj.of(self.tokens[g]))
         self.old = {}
 
     def _enclosed(self, tokens: list) -> None:

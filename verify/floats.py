@@ -19,7 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import cached_property, lru_cache
 
-from flint import fmpq
+from flint import fmpq, fmpz
 
 BOUND_BITS = 40  # significant bits kept by ``up``
 ZERO = fmpq(0)
@@ -69,7 +69,7 @@ FORMATS = {"binary64": Format("binary64", 53, -1022, 1023), "binary32": Format("
 
 
 def _floor_log2(num: int, den: int) -> int:
-    """⌊log2(num/den)⌋ for positive integers."""
+    """⌊log2(num/den)⌋ for positive integers (int or fmpz)."""
     e = num.bit_length() - den.bit_length()
     if (num << max(-e, 0)) < (den << max(e, 0)):
         e -= 1
@@ -98,17 +98,16 @@ def up(q: fmpq) -> fmpq:
     """A dyadic with at most BOUND_BITS significant bits that is ≥ q ≥ 0, or
     q itself when it is already short: a dyadic of at most BOUND_BITS bits,
     or numerator and denominator of at most 64 bits each."""
-    num, den = q.p, q.q
+    num, den = q.p, q.q  # FLINT integers: shifts and divisions without converting to int
     if num <= 0:
         return ZERO
     if q.height_bits() <= 64 or num.bit_length() <= BOUND_BITS and not den & (den - 1):
         return q  # short already (a dyadic of at most BOUND_BITS bits is its own rounding)
-    num, den = int(num), int(den)
     if not den & (den - 1):  # a dyadic: the top BOUND_BITS bits of num, rounded up
         s = num.bit_length() - BOUND_BITS
         m, k = -(-num >> s), den.bit_length() - 1 - s
-        return fmpq(m, 1 << k) if k >= 0 else fmpq(m << -k)
+        return fmpq(m, fmpz(1) << k) if k >= 0 else fmpq(m << -k)
     shift = BOUND_BITS - 1 - _floor_log2(num, den)
     top, bottom = (num << shift, den) if shift >= 0 else (num, den << -shift)
     m = -(-top // bottom)
-    return fmpq(m) / fmpq(2) ** shift if shift >= 0 else fmpq(m * 2 ** -shift)
+    return fmpq(m, fmpz(1) << shift) if shift >= 0 else fmpq(m << -shift)

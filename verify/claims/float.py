@@ -39,6 +39,7 @@ from __future__ import annotations
 
 from bisect import bisect_right
 from dataclasses import dataclass
+from itertools import repeat
 
 from flint import arb, ctx, fmpq
 
@@ -193,6 +194,7 @@ class Analysis:
         self.bound: fmpq | None = None
         self.uncertain: str | None = None  # the first ReLU the float run may switch: where bounds start to grow
         self._blocks: dict[tuple[int, str], object] = {}
+        self._rounding: dict[tuple, Rounded] = {}  # by key(values)
         try:
             self.err = [self._input_error(x) for x in flat]
         except OverflowError as exc:
@@ -210,29 +212,36 @@ class Analysis:
     def _input_error(self, x: Vec) -> tuple:
         return tuple(abs(round_nearest(v, self.fmt) - v) for v in x)
 
-    def _mag(self, x, e) -> list:
-        """Per coordinate: a bound on |x̂| (and on |x| over the enclosure)."""
+    def _mag(self, x, e, was: tuple | None = None) -> list:
+        """Per coordinate: a bound on |x̂| (and on |x| over the enclosure).
+        ``was``: the point's (x, e, mag) before the layer; a coordinate whose
+        value and error are the very objects they were keeps its bound (a
+        layer leaves most coordinates alone, and ``up`` is slow)."""
         if is_point(x):
+            if was is not None and is_point(was[0]):
+                return [m if v is v0 and ej is e0 else up(abs(v) + ej) if v or ej else ZERO
+                        for v, ej, v0, e0, m in zip(x, e, *was)]
             return [up(abs(v) + ej) if v or ej else ZERO for v, ej in zip(x, e)]
         return [up(max(abs(lo), abs(hi)) + ei) for (lo, hi), ei in
                 ((coordinate_range(x, j), e[j]) for j in range(self.d))]
 
-    def _refresh(self, flat) -> None:
+    def _refresh(self, flat, was: tuple | None = None) -> None:
         """Every token's magnitude bound (``mag``, kept beside ``err`` until
         the token or its error changes), the global per-coordinate maxima of
-        |x̂| and the largest error; the reach lists are built again when asked."""
+        |x̂| and the largest error; the reach lists are built again when asked.
+        ``was``: the tokens, errors and magnitudes before the layer (``_mag``)."""
         self.reach: dict[tuple, tuple[Rounded, Ranked]] = {}  # by key(row.exact)
-        self.mag = [self._mag(x, e) for x, e in zip(flat, self.err)]
+        self.mag = [self._mag(x, e, w) for x, e, w in zip(flat, self.err, repeat(None) if was is None else zip(*was))]
         self.X = [max(column) for column in zip(*self.mag)] if self.mag else [ZERO] * self.d  # mags are ≥ 0
         self.worst = ZERO  # the largest error bound, kept only for give_up_above
         if self.give_up_above is not None:
             self.worst = max((max(e, default=ZERO) for e in self.err), default=ZERO)
 
-    def _widen(self, g: int, x) -> None:
-        """Token g is now x with error err[g]: its magnitude, the maxima, and
-        its place in each reach list."""
+    def _widen(self, g: int, x, was: tuple) -> None:
+        """Token g is now x with error err[g] (``was``: as for ``_mag``): its
+        magnitude, the maxima, and its place in each reach list."""
         e = self.err[g]
-        self.mag[g] = self._mag(x, e)
+        self.mag[g] = self._mag(x, e, was)
         for row, ranked in self.reach.values():
             ranked.move(g, self._slack(row, g, x))
         self.X = list(map(max, self.X, self.mag[g]))
@@ -251,14 +260,21 @@ class Analysis:
             block = self.model.blocks[k]
             if layer == "ff":
                 ff = block.ff
-                W = tuple(Rounded(r, self.fmt) for r in ff.W)
+                W = tuple(self._round(r) for r in ff.W)
                 writers = tuple(tuple(k for k, (w, h) in enumerate(zip(row.exact, row.hat)) if w or h) for row in W)
-                self._blocks[key] = (Rounded((ff.eta,), self.fmt), tuple(Rounded(r, self.fmt) for r in ff.U),
-                                     Rounded(ff.b, self.fmt), W, writers)
+                self._blocks[key] = (self._round((ff.eta,)), tuple(self._round(r) for r in ff.U),
+                                     self._round(ff.b), W, writers)
             else:
                 sa = block.sa
                 self._blocks[key] = (Rounded((sa.rho,), self.fmt), matrix(sa.A, self.fmt), matrix(sa.V, self.fmt))
         return self._blocks[key]
+
+    def _round(self, values) -> Rounded:
+        """Rounded(values), one per distinct tuple: FF layers repeat their rows."""
+        name = key(values)
+        if name not in self._rounding:
+            self._rounding[name] = Rounded(values, self.fmt)
+        return self._rounding[name]
 
     # ---- driver
 
@@ -292,6 +308,7 @@ class Analysis:
         for k, (row, bk) in enumerate(zip(U, b.hat)):
             self._check_range(row.absdot("hat", self.X) + abs(bk), f"unit {k}'s pre-activation")
         todo = self._ff_reach(step, before, U, b, W, eta)
+        old = list(self.err) if len(todo) == len(before) else {g: self.err[g] for g in todo}
         done: dict[tuple, tuple] = {}  # equal tokens with equal errors (a cluster at a snap): one bound
         for g in todo:
             same = (key(before[g]), key(self.err[g])) if is_point(before[g]) else None
@@ -300,10 +317,10 @@ class Analysis:
                                             lambda: f"{where}: token {self._ref(g)}")
             self.err[g] = done[same] if same is not None else done.pop(None)
         if len(todo) == len(before):
-            self._refresh(after)
+            self._refresh(after, (before, old, self.mag))
         else:
             for g in todo:
-                self._widen(g, after[g])
+                self._widen(g, after[g], (before[g], old[g], self.mag[g]))
 
     def _slack(self, row: Rounded, g: int, x: Vec) -> fmpq:
         """w·x plus a bound on the error of w·x̂ + b̂ for token g (its own
@@ -345,7 +362,7 @@ class Analysis:
         if row.power is None:
             return False
         j, v = row.power
-        lo, hi = coordinate_range(x, j)
+        lo, hi = (x[j], x[j]) if is_point(x) else coordinate_range(x, j)
         a_lo, a_hi = sorted((v * (lo - e[j]), v * (hi + e[j])))
         y = -b.hat[k]
         if y == 0:
@@ -385,6 +402,7 @@ class Analysis:
         plain = copy or eta.exact[0] == 0 and eta.hat[0] == 0
         # where no live unit writes, every term but η̂ x̂_i is 0·relu or Ŵ·0: x̂_i + 0 + … = x̂_i, 0·x̂_i + … = 0
         out = list(e) if copy else [ZERO] * d
+        erred = [j for j, v in enumerate(e) if v]
         for i in range(d):
             live = [k for k in writers[i] if status[k] != "off"]
             if plain and not live:
@@ -405,11 +423,9 @@ class Analysis:
                 terms += abs(wh) * smag[k]
                 count += wh != 0
             self._check_range(terms, f"coordinate {i + 1} of the FF output")
-            # |M|·e, M's row i = η e_i + Σ_on W_ik U_k: nonzero only at i and where an on unit reads
-            for j in sorted({i}.union(*(U[k].support for k in on))):
-                if e[j]:
-                    m = (eta.exact[0] if j == i else ZERO) + sum((W[i].exact[k] * U[k].exact[j] for k in on), ZERO)
-                    total += abs(m) * e[j]
+            for j in erred:  # |M|·e, M's row i = η e_i + Σ_on W_ik U_k, over the j with e_j ≠ 0
+                m = (eta.exact[0] if j == i else ZERO) + sum((W[i].exact[k] * U[k].exact[j] for k in on), ZERO)
+                total += abs(m) * e[j]
             total += fmt.gamma(max(count, 1)) * terms + count * fmt.tiny
             out[i] = up(total)
         return tuple(out)
@@ -451,8 +467,8 @@ class Analysis:
                 if (slot := which if forget else i) not in outs:  # with ρ = 0 the bound is the mean's alone
                     outs[slot] = per_mean[which](mags[i], e)
                 new.append(outs[slot])
-        self.err = new
-        self._refresh(after)
+        old, self.err = self.err, new
+        self._refresh(after, (before, old, self.mag))
 
     def _check_matrix(self, m: Matrix, name: str) -> None:
         """A dense scale·I + Σ u vᵀ, its product with any token (or a mean of
@@ -497,7 +513,7 @@ class Analysis:
         return error
 
     def _seq_max(self, vectors) -> list:
-        return [max(v[c] for v in vectors) for c in range(self.d)]
+        return [max(column) for column in zip(*vectors)]
 
     def _hardmax(self, attention, seq, mags, errs, A: Matrix, j: int) -> list:
         if attention is None:
@@ -575,15 +591,14 @@ class Analysis:
         rest = [a + dv + g * h + (underflow + self.d * sum((abs(u.hat[c]) for u, _ in V.terms), ZERO)) * self.fmt.tiny
                 for c, (a, dv, h) in enumerate(zip(V.apply_abs(em), V.apply_delta(mm), hat))]
 
+        live = [c for c in range(self.d) if not copied[c]]
+
         def out(mag, e) -> tuple:
-            bound = []
-            for c in range(self.d):
-                if copied[c]:
-                    bound.append(e[c] if rho.hat[0] == 1 else ZERO)
-                    continue
+            bound = list(e) if rho.hat[0] == 1 else [ZERO] * self.d  # the copied coordinates'
+            for c in live:
                 rho_mag = abs(rho.hat[0]) * mag[c]
                 self._check_range(rho_mag + hat[c], f"coordinate {c + 1} of the attention output")
-                bound.append(up(abs(rho.exact[0]) * e[c] + rho.delta[0] * mag[c] + g * rho_mag + rest[c]))
+                bound[c] = up(abs(rho.exact[0]) * e[c] + rho.delta[0] * mag[c] + g * rho_mag + rest[c])
             return tuple(bound)
         return out
 
