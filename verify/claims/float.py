@@ -39,7 +39,6 @@ from __future__ import annotations
 
 from bisect import bisect_right
 from dataclasses import dataclass
-from itertools import repeat
 
 from flint import arb, ctx, fmpq
 
@@ -212,36 +211,29 @@ class Analysis:
     def _input_error(self, x: Vec) -> tuple:
         return tuple(abs(round_nearest(v, self.fmt) - v) for v in x)
 
-    def _mag(self, x, e, was: tuple | None = None) -> list:
-        """Per coordinate: a bound on |x̂| (and on |x| over the enclosure).
-        ``was``: the point's (x, e, mag) before the layer; a coordinate whose
-        value and error are the very objects they were keeps its bound (a
-        layer leaves most coordinates alone, and ``up`` is slow)."""
+    def _mag(self, x, e) -> list:
+        """Per coordinate: a bound on |x̂| (and on |x| over the enclosure)."""
         if is_point(x):
-            if was is not None and is_point(was[0]):
-                return [m if v is v0 and ej is e0 else up(abs(v) + ej) if v or ej else ZERO
-                        for v, ej, v0, e0, m in zip(x, e, *was)]
             return [up(abs(v) + ej) if v or ej else ZERO for v, ej in zip(x, e)]
         return [up(max(abs(lo), abs(hi)) + ei) for (lo, hi), ei in
                 ((coordinate_range(x, j), e[j]) for j in range(self.d))]
 
-    def _refresh(self, flat, was: tuple | None = None) -> None:
+    def _refresh(self, flat) -> None:
         """Every token's magnitude bound (``mag``, kept beside ``err`` until
         the token or its error changes), the global per-coordinate maxima of
-        |x̂| and the largest error; the reach lists are built again when asked.
-        ``was``: the tokens, errors and magnitudes before the layer (``_mag``)."""
+        |x̂| and the largest error; the reach lists are built again when asked."""
         self.reach: dict[tuple, tuple[Rounded, Ranked]] = {}  # by key(row.exact)
-        self.mag = [self._mag(x, e, w) for x, e, w in zip(flat, self.err, repeat(None) if was is None else zip(*was))]
+        self.mag = [self._mag(x, e) for x, e in zip(flat, self.err)]
         self.X = [max(column) for column in zip(*self.mag)] if self.mag else [ZERO] * self.d  # mags are ≥ 0
         self.worst = ZERO  # the largest error bound, kept only for give_up_above
         if self.give_up_above is not None:
             self.worst = max((max(e, default=ZERO) for e in self.err), default=ZERO)
 
-    def _widen(self, g: int, x, was: tuple) -> None:
-        """Token g is now x with error err[g] (``was``: as for ``_mag``): its
-        magnitude, the maxima, and its place in each reach list."""
+    def _widen(self, g: int, x) -> None:
+        """Token g is now x with error err[g]: its magnitude, the maxima, and
+        its place in each reach list."""
         e = self.err[g]
-        self.mag[g] = self._mag(x, e, was)
+        self.mag[g] = self._mag(x, e)
         for row, ranked in self.reach.values():
             ranked.move(g, self._slack(row, g, x))
         self.X = list(map(max, self.X, self.mag[g]))
@@ -308,7 +300,6 @@ class Analysis:
         for k, (row, bk) in enumerate(zip(U, b.hat)):
             self._check_range(row.absdot("hat", self.X) + abs(bk), f"unit {k}'s pre-activation")
         todo = self._ff_reach(step, before, U, b, W, eta)
-        old = list(self.err) if len(todo) == len(before) else {g: self.err[g] for g in todo}
         done: dict[tuple, tuple] = {}  # equal tokens with equal errors (a cluster at a snap): one bound
         for g in todo:
             same = (key(before[g]), key(self.err[g])) if is_point(before[g]) else None
@@ -317,10 +308,10 @@ class Analysis:
                                             lambda: f"{where}: token {self._ref(g)}")
             self.err[g] = done[same] if same is not None else done.pop(None)
         if len(todo) == len(before):
-            self._refresh(after, (before, old, self.mag))
+            self._refresh(after)
         else:
             for g in todo:
-                self._widen(g, after[g], (before[g], old[g], self.mag[g]))
+                self._widen(g, after[g])
 
     def _slack(self, row: Rounded, g: int, x: Vec) -> fmpq:
         """w·x plus a bound on the error of w·x̂ + b̂ for token g (its own
@@ -467,8 +458,8 @@ class Analysis:
                 if (slot := which if forget else i) not in outs:  # with ρ = 0 the bound is the mean's alone
                     outs[slot] = per_mean[which](mags[i], e)
                 new.append(outs[slot])
-        old, self.err = self.err, new
-        self._refresh(after, (before, old, self.mag))
+        self.err = new
+        self._refresh(after)
 
     def _check_matrix(self, m: Matrix, name: str) -> None:
         """A dense scale·I + Σ u vᵀ, its product with any token (or a mean of
