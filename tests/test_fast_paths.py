@@ -360,8 +360,9 @@ def test_the_score_error_taken_per_sequence_equals_its_defining_bound(case):
                + sum((v.absdot("delta", mi) * u.absdot("hat", M) + v.absdot("exact", mi) * u.absdot("delta", M)
                       for u, v in m.terms), fmpq(0)))
     lowrank = sum((u.absdot("hat", M) + v.absdot("hat", mi) for u, v in m.terms), fmpq(0))
-    underflow = ((r + 1) * sum(mi, fmpq(0)) * sum(M, fmpq(0)) + d * sum(mi, fmpq(0)) + d * lowrank
-                 + d * d + d + r * (2 * d + 1))
+    smi, sM = sum(mi, fmpq(0)), sum(M, fmpq(0))
+    underflow = ((r + 1) * smi * sM + (d + r + 1) * (smi + sM) + d * (lowrank + abs(m.scale.hat[0]))
+                 + d * d + d + r * (2 * d + 1) + 1)
     defined = (m.bilinear(ei, M) + m.bilinear(xi, E) + B_delta + fmt.gamma(2 * d + r + 2) * m.bilinear(mi, M, "hat")
                + underflow * fmt.tiny)
     error = float_claim.Analysis._score_error(SimpleNamespace(d=d, fmt=fmt), m, M, E)

@@ -293,3 +293,94 @@ def test_softmax_over_enclosures_with_low_rank_scores_is_refused_not_a_crash():
     for step in Replay(model, inputs).steps():
         analysis.step(step)
     assert "softmax attention over enclosures" in analysis.failure
+
+
+def _hardmax_run(X, A, V, rho, t, scale=None):
+    """A hardmax SA layer in IEEE arithmetic of dtype t, every product and sum
+    rounded separately: scores with the dense A in tfcert.floatrun's order
+    (Â x̂_i first, then its dot product with x̂_l), or, given ``scale``, in the
+    low-rank form's scale·⟨x̂_i, x̂_l⟩."""
+    n, d = len(X), len(X[0])
+    out = []
+    for i in range(n):
+        if scale is None:
+            Ax = [sum((t(A[c][j] * X[i][j]) for j in range(d)), t(0)) for c in range(d)]
+            sc = [sum((t(Ax[c] * X[l][c]) for c in range(d)), t(0)) for l in range(n)]
+        else:
+            sc = [t(scale * sum((t(X[i][c] * X[l][c]) for c in range(d)), t(0))) for l in range(n)]
+        top = [l for l in range(n) if sc[l] == max(sc)]
+        w = t(1) / t(len(top))
+        m = [sum((t(w * X[l][c]) for l in top), t(0)) for c in range(d)]
+        out.append([t(rho * X[i][c]) + sum((t(V[c][j] * m[j]) for j in range(d)), t(0)) for c in range(d)])
+    return out
+
+
+def _verified_bound(m: dict, ds: dict, fmt: str) -> F | None:
+    """The float bound audit states and verify accepts (exact claim included); None when either refuses."""
+    from tfcert.audit.audit import certificate
+    from tfcert.verify.check import verify
+
+    mb, db = dumps(m), dumps(ds)
+    model, dataset = read_model(parse_document("m", mb)), read_dataset(parse_document("d", db))
+    cert = certificate(audit(model, dataset, floats=(fmt,)), mb, db, 1)
+    claims = [c for ph in cert["phases"] for c in ph["claims"] if c["kind"] == "float"]
+    if not claims:
+        return None
+    report = verify(parse_document("model.json", mb), parse_document("dataset.json", db),
+                    parse_document("certificate.json", dumps(cert)))
+    return F(claims[0]["bound"]) if all(r.ok for r in report.results) else None
+
+
+def _one_layer(x1, x2, ys, A, V) -> tuple[dict, dict]:
+    m = {"format": "tfcert.model/1", "d": 2, "attention": "hardmax", "blocks": [block(2, rho=0, A=A, V=V)]}
+    ds = {"format": "tfcert.dataset/1", "d": 2,
+          "pairs": [{"input": [[s(v) for v in x1], [s(v) for v in x2]], "output": [[s(v) for v in y] for y in ys]}]}
+    return m, ds
+
+
+# 12. _score_error counted the underflow of the dense Â x̂_i (Â_cj·x̂_ij, tiny/2
+#     each) as d·Σ|x_i|·tiny, but each underflowed coordinate is then
+#     multiplied by x̂_lc: up to 2^600·tiny here. A = 2^-600·I, x1 = (2^-500, 0),
+#     x2 = (2^600, 0): (Â x̂1)_1 = 2^-1100 → 0, both float scores of token 1 are
+#     0 and the run averages x1, x2 where the exact run copies x2 (gap 2^-500,
+#     claimed score error ≈ 2^-552). Output V m, V = 2^-600·I: exact (1, 0),
+#     float (1/2, 0); verify accepted a binary64 bound of 5.6e-16.
+# fixed: "score error: the underflow of Â x̂_i is scaled by the other token"
+@pytest.mark.parametrize("fmt,es,e1,e2", [("binary64", -600, -500, 600), ("binary32", -100, -60, 100)])
+def test_dense_a_times_x_underflow_is_scaled_by_the_other_token(fmt, es, e1, e2):
+    t = {"binary64": np.float64, "binary32": np.float32}[fmt]
+    x1, x2, y = (P(e1), F(0)), (P(e2), F(0)), (F(1), F(0))
+    bound = _verified_bound(*_one_layer(x1, x2, [y], lr(P(es)), lr(P(-e2))), fmt)
+    if bound is None:
+        return  # refused: sound
+    # every value is a power of two (or 0), so rounding to the format is exact
+    X = [[t(float(v)) for v in x1], [t(float(v)) for v in x2]]
+    A = [[t(float(P(es))), t(0)], [t(0), t(float(P(es)))]]
+    V = [[t(float(P(-e2))), t(0)], [t(0), t(float(P(-e2)))]]
+    with np.errstate(all="ignore"):
+        out = _hardmax_run(X, A, V, t(0), t)
+    seen = max(abs(F(float(v)) - w) for row in out for v, w in zip(row, y))
+    assert seen <= bound, f"{fmt}: verify accepted bound {float(bound):.3g}, the float run misses by {float(seen):.3g}"
+
+
+# 13. The low-rank form's scores scale·⟨x̂_i, x̂_l⟩ + Σ (v·x̂_i)(u·x̂_l): the
+#     underflow of ⟨x̂_i, x̂_l⟩ was not scaled by |scale| (scale 2^600, tokens
+#     2^-540: every product x̂_ij·x̂_lj underflows to 0, the scores tie), and
+#     ⟨x̂_i, x̂_l⟩ was not range-checked before a small scale (scale 2^-600,
+#     tokens 2^600: it overflows to inf). Token 1's exact argmax is itself;
+#     the float run averages both tokens (error 0.5) or gives inf. Both
+#     certificates passed verify.
+# fixed: "score error: the scale multiplies the underflow of ⟨x̂_i, x̂_l⟩; ⟨x̂_i, x̂_l⟩ is range-checked"
+@pytest.mark.parametrize("scale,e,outputs", [(600, -540, 2), (-600, 600, 1)])
+def test_scaled_dot_product_scores(scale, e, outputs):
+    x1, x2 = (P(e), F(0)), (P(e - 1), F(1))
+    bound = _verified_bound(*_one_layer(x1, x2, [x1, x2][:outputs], lr(P(scale)), lr(1)), "binary64")
+    if bound is None:
+        return  # refused: sound
+    t = np.float64
+    X = [[t(float(v)) for v in x1], [t(float(v)) for v in x2]]
+    with np.errstate(all="ignore"):
+        out = _hardmax_run(X, None, [[t(1), t(0)], [t(0), t(1)]], t(0), t, scale=t(float(P(scale))))
+    assert np.isfinite(out).all(), f"float run gives {out[0]}, certified bound {float(bound):.3g}"
+    seen = max(abs(F(float(v)) - w) for v, w in zip(out[0], x1))
+    assert seen <= bound, f"verify accepted bound {float(bound):.3g}, the float run misses by {float(seen):.3g}"

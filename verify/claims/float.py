@@ -8,7 +8,9 @@ product in *any* order, with or without fused multiply-add:
 
 * FF: η x + W relu(U x + b);
 * scores ⟨A x_i, x_l⟩ from the rounded scale, u_k, v_k — as a dense
-  A = scale·I + Σ u_k v_kᵀ and a bilinear form, or in the low-rank form;
+  A = scale·I + Σ u_k v_kᵀ and a bilinear form, or in the low-rank form
+  (scale·x_i + Σ u_k (v_k·x_i), dotted with x_l, or the other way round; or
+  scale·⟨x_i, x_l⟩ + Σ (v_k·x_i)(u_k·x_l));
 * hardmax: the argmax set by exact comparison of the float scores, its
   tokens averaged (a single argmax is copied exactly);
 * softmax: exp(s/τ − max) / Σ exp(…), exp with relative error at most
@@ -430,6 +432,8 @@ class Analysis:
             self._check_matrix(m, name)
         scores = A.bilinear(self.X, self.X, "hat")
         self._check_range(scores, "an attention score")
+        if A.scale.hat[0]:  # the low-rank form's scale·⟨x_i, x_l⟩ forms ⟨x̂_i, x̂_l⟩ first
+            self._check_range(sum((x * x for x in self.X), ZERO), "⟨x_i, x_l⟩ (before the scale)")
         self._check_range(self.longest * max(self.X, default=ZERO), "the sum of an attention average")
         if softmax:
             self._check_range(scores / round_nearest(self.model.temperature, self.fmt), "a scaled attention score")
@@ -491,9 +495,14 @@ class Analysis:
         g = self.fmt.gamma(2 * d + r + 2)
 
         def error(mi, ei, xi_abs) -> fmpq:
-            lowrank = u_hat_M + sum((v.absdot("hat", mi) for _, v in A.terms), ZERO)  # v·x_i, u·x_l underflow
+            lowrank = u_hat_M + sum((v.absdot("hat", mi) for _, v in A.terms), ZERO)  # |u|·|x_l| + |v|·|x_i|
             smi = sum(mi, ZERO)
-            underflow = (r + 1) * smi * sM + d * smi + d * lowrank + d * d + d + r * (2 * d + 1)
+            # underflows (tiny/2 each, counted as tiny: the slack covers the roundings they pass through),
+            # each times what later multiplies it
+            underflow = ((r + 1) * smi * sM  # an entry of the dense Â: r + 1 products
+                         + (d + r + 1) * (smi + sM)  # a coordinate of Â x̂_i (Âᵀ x̂_l) times x̂_l's (x̂_i's)
+                         + d * (lowrank + sh)  # v·x̂_i, u·x̂_l, ⟨x̂_i, x̂_l⟩ times the other factor, the scale
+                         + d * d + d + r * (2 * d + 1) + 1)  # the last products
             total = underflow * self.fmt.tiny
             if s or sd or sh:  # the dense part: |scale|·a·b for each bilinear bound
                 total += s * (dot(ei, M) + dot(xi_abs, E)) + (sd + g * sh) * dot(mi, M)
