@@ -15,7 +15,8 @@ from pathlib import Path
 from flint import fmpq
 
 from tfcert.verify.errors import InputError
-from tfcert.verify.numbers import LIMITS, MAX_DIGITS, FloatLiteral, Vec, fmt, key, parse_number, parse_vector, show
+from tfcert.verify.numbers import (LIMITS, MAX_DIGITS, FloatLiteral, NonFinite, Vec, fmt, key, parse_number, parse_vector,
+                                   show)
 
 DATASET_FORMAT = "tfcert.dataset/1"
 MODEL_FORMAT = "tfcert.model/1"
@@ -110,10 +111,6 @@ class Document:
 
 # ---------------------------------------------------------------- JSON
 
-class _NonFinite(str):
-    """NaN / Infinity as written; rejected with its JSON path when read as a number."""
-
-
 class _HugeInt(str):
     """A bare JSON integer too long to be a number (Python's int() refuses
     more than 4300 digits and json.loads would raise ValueError without a
@@ -140,13 +137,8 @@ def _object(pairs: list[tuple[str, object]]) -> _Object:
 
 
 def _duplicate_path(value: object) -> str | None:
-    """JSON path of the first object with a repeated key (iterative: any depth)."""
-    plain = [value]  # first a walk without paths (most files have no duplicate) to one that has
-    while plain and not (isinstance(plain[-1], _Object) and plain[-1].duplicate is not None):
-        item = plain.pop()
-        plain.extend(item.values() if isinstance(item, dict) else item if isinstance(item, list) else ())
-    if not plain:
-        return None
+    """JSON path of the first object with a repeated key (iterative: any depth).
+    Walked only when parsing saw one: most files have none."""
     stack = [(value, "$")]
     while stack:
         item, path = stack.pop()
@@ -173,33 +165,33 @@ def load_document(path: str | Path) -> Document:
 
 def parse_document(name: str, raw: bytes) -> Document:
     """Parse bytes that are (or will be) the file ``name``."""
+    repeated: list[_Object] = []  # objects with a key seen twice
+
+    def hook(pairs: list[tuple[str, object]]) -> _Object:
+        out = _object(pairs)
+        if out.duplicate is not None:
+            repeated.append(out)
+        return out
     try:
-        value = json.loads(raw.decode("utf-8"), parse_float=FloatLiteral, parse_constant=_NonFinite,
-                           parse_int=_parse_int, object_pairs_hook=_object)
+        value = json.loads(raw.decode("utf-8"), parse_float=FloatLiteral, parse_constant=NonFinite,
+                           parse_int=_parse_int, object_pairs_hook=hook)
     except UnicodeDecodeError:
         raise InputError(f"{name}: not UTF-8 text") from None
     except json.JSONDecodeError as exc:
         raise InputError(f"{name}: malformed JSON at line {exc.lineno} column {exc.colno}: {exc.msg}") from None
     except RecursionError:
         raise InputError(f"{name}: JSON nested too deeply") from None
-    duplicate = _duplicate_path(value)
-    if duplicate:
-        raise InputError(f"{name}: {duplicate}")
+    if repeated:
+        raise InputError(f"{name}: {_duplicate_path(value)}")
     return Document(name, raw, value)
 
 
 def number(value: object, where: str, digits: int | None = None) -> fmpq:
     """A number of a model or certificate (``digits``: LIMITS.digits) or a dataset (MAX_DIGITS)."""
-    if isinstance(value, _NonFinite):
-        raise InputError(f"{where}: {value} is not a finite number")
     return parse_number(value, where, LIMITS.digits if digits is None else digits)
 
 
 def vector(value: object, d: int, where: str, digits: int | None = None) -> Vec:
-    if isinstance(value, list):
-        for i, x in enumerate(value):
-            if isinstance(x, _NonFinite):
-                raise InputError(f"{where}[{i}]: {x} is not a finite number")
     return parse_vector(value, d, where, LIMITS.digits if digits is None else digits)
 
 
@@ -267,12 +259,12 @@ def read_dataset(doc: Document) -> Dataset:
                 raise InputError(f"{where}.{side}: empty sequence")
             seq = tuple(vector(t, d, f"{where}.{side}[{i}]", MAX_DIGITS) for i, t in enumerate(tokens))
             seen: dict[tuple, int] = {}
-            for i, token in enumerate(seq):
-                if key(token) in seen:
+            for i, token_key in enumerate(map(key, seq)):
+                if token_key in seen:
                     raise InputError(
-                        f"{where}.{side}[{i}]: token repeats {side}[{seen[key(token)]}]; "
+                        f"{where}.{side}[{i}]: token repeats {side}[{seen[token_key]}]; "
                         f"tokens within a sequence must be pairwise distinct")
-                seen[key(token)] = i
+                seen[token_key] = i
             seqs.append(seq)
         if len(seqs[1]) > len(seqs[0]):
             raise InputError(f"{where}.output: {len(seqs[1])} output tokens exceed the "

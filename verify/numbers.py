@@ -58,21 +58,28 @@ class FloatLiteral(str):
     """The source text of a bare JSON float, kept so it is read exactly."""
 
 
+class NonFinite(str):
+    """NaN / Infinity as written bare in a file; rejected with its JSON path when read as a number."""
+
+
 _SHORT: dict[str, fmpq] = {}  # texts of at most 16 characters already read (files repeat small numbers)
 
 
-def parse_number(value: object, where: str, digits: int = MAX_DIGITS) -> fmpq:
+def parse_number(value: object, where: str, digits: int = MAX_DIGITS, index: int | None = None) -> fmpq:
     """Turn one JSON value into an exact rational, or raise InputError naming
-    ``where``; at most ``digits`` digits (and |exponent| ≤ MAX_EXPONENT)."""
+    ``where`` (entry ``index`` of it, when given: that path is formed only for
+    a message); at most ``digits`` digits (and |exponent| ≤ MAX_EXPONENT)."""
     if isinstance(value, str) and value in _SHORT:  # no limit refuses 16 characters: the value is the same
         return _SHORT[value]
-    number = _parse(value, where, digits)
+    number = _parse(value, where if index is None else f"{where}[{index}]", digits)
     if isinstance(value, str) and len(value) <= 16 and len(_SHORT) < 100_000:
         _SHORT[value] = number
     return number
 
 
 def _parse(value: object, where: str, digits: int) -> fmpq:
+    if isinstance(value, NonFinite):
+        raise InputError(f"{where}: {value} is not a finite number")
     if isinstance(value, bool):
         raise InputError(f"{where}: expected a number, got a boolean")
     if isinstance(value, int):
@@ -120,7 +127,7 @@ def parse_vector(value: object, d: int, where: str, digits: int = MAX_DIGITS) ->
         raise InputError(f"{where}: expected a list of {d} numbers")
     if len(value) != d:
         raise InputError(f"{where}: expected {d} numbers, got {len(value)}")
-    return tuple(parse_number(x, f"{where}[{i}]", digits) for i, x in enumerate(value))
+    return tuple([parse_number(x, where, digits, i) for i, x in enumerate(value)])
 
 
 def fmt(x: fmpq) -> str:
