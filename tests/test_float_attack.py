@@ -11,9 +11,13 @@ import numpy as np
 import pytest
 from conftest import write_json  # noqa: F401  (keeps the tests/ import path)
 
+from flint import ctx, fmpq
+
 from tfcert.audit.audit import audit
 from tfcert.floatrun import deviation
+from tfcert.verify.enclose import Noise, bounds, noise_bound
 from tfcert.verify.evaluate import Replay
+from tfcert.verify.floats import FORMATS, round_nearest
 from tfcert.verify.formats import dumps, parse_document, read_dataset, read_model
 
 ORDERS = ("numpy", "forward", "reverse")
@@ -280,10 +284,7 @@ def test_low_rank_v_intermediate_overflow():
 #     and the verifier died with a traceback (TypeError) instead of a verdict.
 # fixed: "softmax over enclosures: the refusal comes before the score table"
 def test_softmax_over_enclosures_with_low_rank_scores_is_refused_not_a_crash():
-    from flint import fmpq
-
     from tfcert.verify.claims.float import Analysis
-    from tfcert.verify.floats import FORMATS
 
     blocks = [block(2, A=lr(1), V=lr(1)), block(2, A=lr(0, [((1, 0), (0, 1))]), V=lr(1))]
     m = {"format": "tfcert.model/1", "d": 2, "attention": "softmax", "temperature": "1", "blocks": blocks}
@@ -315,20 +316,29 @@ def _hardmax_run(X, A, V, rho, t, scale=None):
     return out
 
 
-def _verified_bound(m: dict, ds: dict, fmt: str) -> F | None:
-    """The float bound audit states and verify accepts (exact claim included); None when either refuses."""
+def _verified_bound(m: dict, ds: dict, fmt: str = "binary64", phases: list | None = None,
+                    top: dict | None = None) -> F | None:
+    """The float bound that audit proves and verify accepts, in audit's
+    certificate or, given ``phases``, in theirs (the float claim appended to
+    the last one); None when either refuses."""
     from tfcert.audit.audit import certificate
     from tfcert.verify.check import verify
 
     mb, db = dumps(m), dumps(ds)
     model, dataset = read_model(parse_document("m", mb)), read_dataset(parse_document("d", db))
-    cert = certificate(audit(model, dataset, floats=(fmt,)), mb, db, 1)
-    claims = [c for ph in cert["phases"] for c in ph["claims"] if c["kind"] == "float"]
-    if not claims:
+    report = audit(model, dataset, floats=(fmt,))
+    (fb,) = report.floats
+    if fb.failure is not None:
         return None
-    report = verify(parse_document("model.json", mb), parse_document("dataset.json", db),
-                    parse_document("certificate.json", dumps(cert)))
-    return F(claims[0]["bound"]) if all(r.ok for r in report.results) else None
+    if phases is None:
+        cert = certificate(report, mb, db, 1)
+    else:
+        phases[-1]["claims"].append({"kind": "float", "format": fmt, "bound": str(fb.bound)})
+        cert = {"format": "tfcert.certificate/1", "model_sha256": parse_document("m", mb).sha256,
+                "dataset_sha256": parse_document("d", db).sha256, **top, "phases": phases}
+    verdict = verify(parse_document("model.json", mb), parse_document("dataset.json", db),
+                     parse_document("certificate.json", dumps(cert)))
+    return F(int(fb.bound.p), int(fb.bound.q)) if verdict.ok else None
 
 
 def _one_layer(x1, x2, ys, A, V) -> tuple[dict, dict]:
@@ -384,3 +394,96 @@ def test_scaled_dot_product_scores(scale, e, outputs):
     assert np.isfinite(out).all(), f"float run gives {out[0]}, certified bound {float(bound):.3g}"
     seen = max(abs(F(float(v)) - w) for v, w in zip(out[0], x1))
     assert seen <= bound, f"verify accepted bound {float(bound):.3g}, the float run misses by {float(seen):.3g}"
+
+
+def _fl(q) -> F:
+    """q rounded to binary64, as an exact fraction."""
+    r = round_nearest(fmpq(F(q).numerator, F(q).denominator), FORMATS["binary64"])
+    return F(int(r.p), int(r.q))
+
+
+# 14. Softmax, unique argmax (the tight path): a weight whose exp underflows
+#     was allowed (1 + 4u)·w + tiny, one subnormal spacing, but exp errs by up
+#     to 2 ulps = 2·tiny there (the general path's floor counts two). e^-2048
+#     may come back as 2·tiny; times a token 2^530 that is 2^-543 where the
+#     analysis allowed ≈ 1.03·2^-544. A snap whose plateau ends between the two
+#     (its ramp unit proven off, on in the float run, slope 2^544) turns it
+#     into a miss of 1/2 under a verified bound of 2e-15.
+# fixed: "softmax tight path: an underflowed weight errs by EXP_ULPS subnormal spacings"
+def test_softmax_tight_path_underflowed_weight_gets_two_ulps():
+    c, L, K, eps = P(-500), P(530), P(11), P(-545)
+    xa, xl, y, e1 = (c, 0, 1, 0), (0, L, 0, 1), (c, F(1), 0, 0), (F(1), 0, 0, 0)
+    bp = [c - 5 * eps, c - 3 * eps, c + 3 * eps, c + 5 * eps]
+    W0 = [(y[i] - bp[1] * e1[i]) / (bp[1] - bp[0]) for i in range(4)]
+    W2 = [(bp[3] * e1[i] - y[i]) / (bp[3] - bp[2]) for i in range(4)]
+    cols = [W0, [-e1[i] - W0[i] for i in range(4)], W2, [e1[i] - W2[i] for i in range(4)]]
+    W = [[cols[k][i] for k in range(4)] for i in range(4)]
+    blocks = [block(4, rho=0, A=lr(0, [((0, 0, K, 0), (0, 0, 1, 1))]), V=lr(0, [((1, 0, 0, 0), (1, 1, 0, 0))])),
+              block(4, U=[e1] * 4, b=[-p for p in bp], W=W)]
+    m = {"format": "tfcert.model/1", "d": 4, "attention": "softmax", "temperature": "1", "blocks": blocks}
+    ds = {"format": "tfcert.dataset/1", "d": 4,
+          "pairs": [{"input": [[s(v) for v in xa], [s(v) for v in xl]], "output": [[s(v) for v in y]]}]}
+    with ctx.workprec(128):
+        radius = bounds(noise_bound(Noise(fmpq(1, 2 ** 500), ((fmpq(2 ** 11), fmpq(2 ** 530) - fmpq(1, 2 ** 500)),)),
+                                    fmpq(1)))[1]
+    phases = [
+        {"name": "collapse", "blocks": [0, 1], "claims": [
+            {"kind": "tau_star", "block": 0, "tau_star": "1", "radius": str(radius), "noise_bound": str(radius),
+             "step": "1/65536", "closed_form": "255/256"}]},
+        {"name": "interpolation", "blocks": [1, 2], "claims": [
+            {"kind": "snap", "block": 1, "units": [0, 1, 2, 3], "coordinate": 0, "center": s(c),
+             "radius": s(3 * eps), "reach": s(5 * eps), "moves": [[0, 0], [0, 1]], "to": [s(v) for v in y]}]},
+        {"name": "final", "blocks": [0, 2], "claims": [{"kind": "exact"}]}]
+    bound = _verified_bound(m, ds, phases=phases, top={"attention": "softmax", "theorem": "1.8", "tau_star": "1"})
+    if bound is None:
+        return  # refused: sound
+    # the float run, every operation rounded to nearest (every value here is an exact dyadic)
+    X = [xa, xl]
+    outs = []
+    for xi in X:
+        t = [_fl(_fl(xi[2] + xi[3]) * _fl(K * xj[2])) for xj in X]  # (v·x̂_i)(u·x̂_l), τ = 1
+        assert [_fl(z - max(t)) for z in t] == [0, -K]
+        w = [F(1), 2 * P(-1074)]  # exp(0) = 1; exp(-2048) ≈ 1e-890 → 2·tiny, within 2 ulps
+        S = _fl(w[0] + w[1])
+        p = [_fl(wi / S) for wi in w]
+        mh = [_fl(_fl(p[0] * X[0][k]) + _fl(p[1] * X[1][k])) for k in range(4)]
+        outs.append((_fl(mh[0] + mh[1]), F(0), F(0), F(0)))  # ρ = 0, V = e1 (x1 + x2)ᵀ
+    seen = F(0)
+    for x in outs:  # the snap, then ρ = 1, V = 0
+        h = [max(F(0), _fl(x[0] - p)) for p in bp]
+        z = [_fl(x[i] + sum(_fl(W[i][k] * h[k]) for k in range(4))) for i in range(4)]
+        seen = max(seen, *(abs(a - b) for a, b in zip(z, y)))
+    assert seen <= bound, f"verify accepted bound {float(bound):.3g}, the float run misses by {float(seen):.3g}"
+
+
+# 15. A = 0 as stored, scores in the form scale·⟨x̂_i, x̂_l⟩: the float run
+#     forms ⟨x̂_i, x̂_l⟩ = 2^1024 = inf and 0·inf = NaN, while the analysis
+#     checked that dot product only for a scale ≠ 0 and took the scores as
+#     exact zeros (hardmax: the uniform mean; softmax: equal weights).
+# fixed: "⟨x̂_i, x̂_l⟩ is range-checked whatever the scale"
+@pytest.mark.parametrize("attention", ["hardmax", "softmax"])
+def test_zero_scale_times_overflowing_dot_product(attention):
+    toks = [(P(512), 0), (P(512), P(511))]
+    m = {"format": "tfcert.model/1", "d": 2, "attention": attention, "blocks": [block(2, rho=0, A=lr(0), V=lr(1))]}
+    if attention == "softmax":
+        m["temperature"] = "1"
+    ds = {"format": "tfcert.dataset/1", "d": 2, "pairs": [{"input": [[s(v) for v in t] for t in toks],
+                                                           "output": [[s(P(512)), s(P(510))]]}]}
+    if attention == "softmax":  # a softmax certificate needs τ* and snaps: the analysis alone
+        model, dataset = read_model(parse_document("m", dumps(m))), read_dataset(parse_document("d", dumps(ds)))
+        (fb,) = audit(model, dataset, floats=("binary64",)).floats
+        bound = None if fb.failure else fb.bound
+    else:
+        bound = _verified_bound(m, ds, phases=[{"name": "final", "blocks": [0, 1], "claims": [{"kind": "exact"}]}],
+                                top={"attention": attention, "theorem": "1.6"})
+    if bound is None:
+        return  # refused: sound
+    X = np.array([[float(v) for v in t] for t in toks])
+    with np.errstate(all="ignore"):
+        S = np.float64(0.0) * (X @ X.T)
+        if attention == "hardmax":
+            Pm = (S == S.max(axis=1, keepdims=True)).astype(np.float64)
+        else:
+            Pm = np.exp(S - S.max(axis=1, keepdims=True))
+        out = np.float64(0.0) * X + (Pm / Pm.sum(axis=1, keepdims=True)) @ X
+    assert np.isfinite(out).all(), f"float run gives {out[0]}, certified bound {float(bound):.3g}"

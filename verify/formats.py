@@ -15,8 +15,8 @@ from pathlib import Path
 from flint import fmpq
 
 from tfcert.verify.errors import InputError
-from tfcert.verify.numbers import (LIMITS, MAX_DIGITS, FloatLiteral, NonFinite, Vec, fmt, key, parse_number, parse_vector,
-                                   show)
+from tfcert.verify.numbers import (LIMITS, MAX_DIGITS, FloatLiteral, NonFinite, Vec, fmt, key, parse_number,
+                                   parse_vector, show)
 
 DATASET_FORMAT = "tfcert.dataset/1"
 MODEL_FORMAT = "tfcert.model/1"

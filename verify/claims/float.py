@@ -13,8 +13,9 @@ product in *any* order, with or without fused multiply-add:
   scale·⟨x_i, x_l⟩ + Σ (v_k·x_i)(u_k·x_l));
 * hardmax: the argmax set by exact comparison of the float scores, its
   tokens averaged (a single argmax is copied exactly);
-* softmax: exp(s/τ − max) / Σ exp(…), exp with relative error at most
-  ``EXP_ULPS`` ulps, normalizing before or after the weighted sum;
+* softmax: exp(s/τ − max) / Σ exp(…), exp within ``EXP_ULPS`` ulps
+  (relative, or subnormal spacings below the normal range), normalizing
+  before or after the weighted sum;
 * SA output ρ x_i + V m_i, V as dense or low-rank.
 
 Claim: every coordinate of every final token of the float run is within
@@ -55,7 +56,7 @@ from tfcert.verify.numbers import Vec, add, dot, key, scale
 KIND = "float"
 LAYER = "trace"
 ENCLOSURES = True
-EXP_ULPS = 2  # documented accuracy of exp: relative error ≤ 2 ulps = 4u
+EXP_ULPS = 2  # documented accuracy of exp: 2 ulps (relative error ≤ 4u; 2·tiny below the normal range)
 ZERO = fmpq(0)
 WHICH = ("exact", "hat", "delta")  # the three tuples of a Rounded
 
@@ -432,8 +433,8 @@ class Analysis:
             self._check_matrix(m, name)
         scores = A.bilinear(self.X, self.X, "hat")
         self._check_range(scores, "an attention score")
-        if A.scale.hat[0]:  # the low-rank form's scale·⟨x_i, x_l⟩ forms ⟨x̂_i, x̂_l⟩ first
-            self._check_range(sum((x * x for x in self.X), ZERO), "⟨x_i, x_l⟩ (before the scale)")
+        # the low-rank form's scale·⟨x_i, x_l⟩ forms ⟨x̂_i, x̂_l⟩ first, with a scale of 0 too (0·inf = NaN)
+        self._check_range(sum((x * x for x in self.X), ZERO), "⟨x_i, x_l⟩ (before the scale)")
         self._check_range(self.longest * max(self.X, default=ZERO), "the sum of an attention average")
         if softmax:
             self._check_range(scores / round_nearest(self.model.temperature, self.fmt), "a scaled attention score")
@@ -563,7 +564,9 @@ class Analysis:
             with ctx.workprec(PREC):
                 kappa = bounds((2 * arb(delta)).exp() * arb(norm * (1 + ulp4)) - 1)[1]
                 w = [min(fmpq(1), bounds(arb((v - smax) / tau).exp())[1]) for v in s]
-                w_hat = [((1 + ulp4) * bounds(arb((v - smax) / tau + delta).exp())[1] + fmt.tiny) * norm for v in s]
+                # exp errs by EXP_ULPS ulps: relative, or that many subnormal spacings where its value is subnormal
+                w_hat = [((1 + ulp4) * bounds(arb((v - smax) / tau + delta).exp())[1] + EXP_ULPS * fmt.tiny) * norm
+                         for v in s]
             em = [up(sum(((kappa * wl + floor) * mg[c] + wl * er[c] + g * ((1 + kappa) * wl + floor) * mg[c]
                           for wl, mg, er in zip(w, mags, errs)), ZERO) + n * fmt.tiny) for c in range(d)]
             mm = [up(sum((((1 + kappa) * wl + floor) * mg[c] for wl, mg in zip(w, mags)), ZERO)) for c in range(d)]
