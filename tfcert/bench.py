@@ -43,8 +43,9 @@ SUITES: dict[str, list[Shape]] = {
     "tiny": [(20000, 1, 1, 2)],
     "m-scaling": [(250, 64, m, 16) for m in (1, 2, 4)],
     "d-scaling": [(250, 64, 2, d) for d in (4, 32)],
+    "naive": [(1, n, 40, 2) for n in (5000, 10000, 20000)],  # with --naive-cap 900: where the naive replay ends
 }
-FULL = ("N-scaling", "n-scaling", "tiny", "m-scaling", "d-scaling")  # the default: every suite but quick
+FULL = ("N-scaling", "n-scaling", "tiny", "m-scaling", "d-scaling")  # the default: every suite but quick and naive
 BASE: dict[str, Shape] = {"N": (250, 64, 2, 16), "n": (1, 100, 40, 2), "m": (250, 64, 2, 16), "d": (250, 64, 2, 16)}
 DIMS = "Nnmd"
 OBSERVE_LIMIT = 2 * 10**6  # token-layers up to which the untimed float runs and token bits are measured

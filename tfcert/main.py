@@ -380,8 +380,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="three small shapes (seconds), the naive replay must agree, and a corrupted model must "
                         "fail both (the CI check)")
     p.add_argument("--suite", action="append", metavar="NAME",
-                   help="a named set of shapes: quick, N-scaling, n-scaling, tiny, m-scaling or d-scaling "
-                        "(repeatable; default: all but quick)")
+                   help="a named set of shapes: quick, N-scaling, n-scaling, tiny, m-scaling, d-scaling or naive "
+                        "(repeatable; default: all but quick and naive)")
     p.add_argument("--shapes", action="append", metavar="SPEC",
                    help="shapes to measure: N=250,500 (N, n, m or d varied from N=250 n=64 m=2 d=16; "
                         "n from N=1 m=40 d=2) or 10x8x2x8 (N x n x m x d); repeatable")
