@@ -124,6 +124,60 @@ def test_tau_star_radius_must_be_the_snaps(soft, tmp_path, capsys):
     assert rc == 1 and any("least snap radius" in f for f in failing(report)["tau_star"])
 
 
+@pytest.mark.parametrize("factor", [Fraction(1, 10**6), Fraction(1, 2)])
+def test_tau_star_closed_form_is_the_formulas_value(factor, soft, tmp_path, capsys):
+    """A closed_form below the formula's value (24 bits rounded down) is a
+    valid bound too, but not the number the field states: it fails."""
+    files = copy.deepcopy(soft)
+    (claim,) = claims(files["certificate.json"], "tau_star")
+    claim["closed_form"] = str(Fraction(claim["closed_form"]) * factor)
+    rc, report, _ = verify(write_bundle(tmp_path, files), capsys)
+    assert rc == 1 and any("rounded down to 24 bits" in f for f in failing(report)["tau_star"]), report
+
+
+IDENTITY_SA = {"rho": "1", "A": {"scale": "0", "low_rank": []}, "V": {"scale": "0", "low_rank": []}}
+
+
+def test_hat_that_moves_nothing_fails(tmp_path, capsys):
+    """A true hat on t = x_1 over (10, 12) whose window holds no token: with
+    ``moves`` empty its ``to`` would be checked on nothing, so it fails."""
+    ff = {"eta": "1", "U": [["1", "0"]] * 3, "b": ["-10", "-11", "-12"], "W": [["1", "-2", "1"], ["0", "0", "0"]]}
+    files = {"model.json": {"format": "tfcert.model/1", "d": 2, "attention": "hardmax",
+                            "blocks": [{"ff": ff, "sa": IDENTITY_SA}]},
+             "dataset.json": {"format": "tfcert.dataset/1", "d": 2,
+                              "pairs": [{"input": [["0", "1"], ["1", "0"]], "output": [["0", "1"], ["1", "0"]]}]},
+             "certificate.json": {"format": "tfcert.certificate/1", "attention": "hardmax", "theorem": "1.6",
+                                  "phases": [{"name": "p", "blocks": [0, 1], "claims": [
+                                      {"kind": "hat", "block": 0, "units": [0, 1, 2], "window": ["10", "12"],
+                                       "moves": [], "to": ["999", "-999"], "margin": "9"}, {"kind": "exact"}]}]}}
+    rc, report, _ = verify(write_bundle(tmp_path, files), capsys)
+    assert rc == 1 and failing(report) == {"hat": ["moves is empty: a hat moves at least one token, on which its "
+                                                   "`to` is checked"]}, report
+
+
+def test_per_sequence_lists_follow_the_kept_sequences(tmp_path, capsys):
+    """After a pair dropped as a duplicate, clusters.distinct has one entry per
+    sequence kept: [2, 3] for file sequences 0 and 2; a count per file
+    sequence is refused, and a wrong count names the file's sequence."""
+    ident = {"ff": {"eta": "1", "U": [], "b": [], "W": [[], []]}, "sa": IDENTITY_SA}
+    a, b, c, d, e = ["0", "1"], ["1", "0"], ["2", "2"], ["3", "1"], ["5", "0"]
+    files = {"model.json": {"format": "tfcert.model/1", "d": 2, "attention": "hardmax", "blocks": [ident]},
+             "dataset.json": {"format": "tfcert.dataset/1", "d": 2, "pairs": [
+                 {"input": [a, b], "output": [a, b]}, {"input": [b, a], "output": [a, b]},
+                 {"input": [c, d, e], "output": [c, d, e]}]},
+             "certificate.json": {"format": "tfcert.certificate/1", "attention": "hardmax", "theorem": "1.6",
+                                  "phases": [{"name": "all", "blocks": [0, 1], "claims": [
+                                      {"kind": "clusters", "block": 0, "distinct": [2, 3]}, {"kind": "exact"}]}]}}
+    rc, report, _ = verify(write_bundle(tmp_path / "kept", files), capsys)
+    assert rc == 0, report
+    (claim,) = claims(files["certificate.json"], "clusters")
+    claim["distinct"] = [2, 2, 3]
+    one_error(*run(verify_argv(write_bundle(tmp_path / "file", files)), capsys), "one count per sequence kept (2")
+    claim["distinct"] = [2, 2]
+    rc, report, _ = verify(write_bundle(tmp_path / "wrong", files), capsys)
+    assert rc == 1 and failing(report)["clusters"] == ["sequence 2: distinct tokens: stated 2, recomputed 3"], report
+
+
 def test_hardmax_model_measured_under_the_softmax_theorem_fails(hard, tmp_path, capsys):
     files = copy.deepcopy(hard)
     (size,) = claims(files["certificate.json"], "size")

@@ -27,7 +27,8 @@ def parse(raw: dict, where: str, ctx: Context) -> Claim:
     fields(raw, where, ("kind", "block", "tokens", "ties"))
     seqs = array(raw.get("tokens"), f"{where}.tokens")
     if len(seqs) != len(ctx.dataset.pairs):
-        raise InputError(f"{where}.tokens: expected one list per sequence ({len(ctx.dataset.pairs)})")
+        raise InputError(f"{where}.tokens: expected one list per sequence kept ({len(ctx.dataset.pairs)}: "
+                         f"a pair dropped as a duplicate has none)")
     parsed = []
     for j, (seq, pair) in enumerate(zip(seqs, ctx.dataset.pairs)):
         items = array(seq, f"{where}.tokens[{j}]")

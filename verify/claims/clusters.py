@@ -1,5 +1,6 @@
-"""clusters: after block k's attention, sequence j holds exactly
-``distinct[j]`` distinct tokens — the collapse onto the leaders."""
+"""clusters: after block k's attention, the j-th sequence kept (a pair
+dropped as a duplicate has no entry) holds exactly ``distinct[j]`` distinct
+tokens — the collapse onto the leaders."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -23,7 +24,8 @@ def parse(raw: dict, where: str, ctx: Context) -> Claim:
     fields(raw, where, ("kind", "block", "distinct"))
     counts = array(raw.get("distinct"), f"{where}.distinct")
     if len(counts) != len(ctx.dataset.pairs):
-        raise InputError(f"{where}.distinct: expected one count per sequence ({len(ctx.dataset.pairs)})")
+        raise InputError(f"{where}.distinct: expected one count per sequence kept ({len(ctx.dataset.pairs)}: "
+                         f"a pair dropped as a duplicate has none)")
     return Claim(block_of(raw, where, ctx),
                  tuple(integer(c, f"{where}.distinct[{j}]", 1, 10**9) for j, c in enumerate(counts)))
 

@@ -5,7 +5,7 @@ direction w shared by their U rows.
   w·x ≥ hi the group adds exactly 0 (so it is zero on every token outside
   its window, whatever the tokens are).
 * Replay: the tokens strictly inside the window before the layer are exactly
-  ``moves``; every other token's projection is at least ``margin`` outside
+  ``moves`` (at least one); every other token's projection is at least ``margin`` outside
   the window; the named units alone (η x + their contribution) take every
   moved token exactly to ``to``, and after the layer it is exactly there.
 """
@@ -67,6 +67,8 @@ def check(claim: Claim, ctx: Context, step) -> list[str]:
         return ["the group's U rows differ: not a hat on one direction"]
     if not claim.lo < claim.hi:
         return [f"empty window ({show(claim.lo)}, {show(claim.hi)})"]
+    if not claim.moves:
+        return ["moves is empty: a hat moves at least one token, on which its `to` is checked"]
     failures = []
     problem = zero_outside(ff, claim.units, claim.lo, claim.hi)
     if problem:

@@ -18,9 +18,11 @@ of exp turned into rationals:
 * τ* is the largest such τ up to ``step`` ≤ τ*/2^16: max_i B_i(τ* + step) > radius
   (``step`` null: no token has any noise, so every τ works);
 * ``closed_form`` (null when unconstrained) is a weaker τ of the same kind,
-  min_i Δ_i / ln((n_j−1)·D_i/radius): for each token with (n_j−1)·D_i > radius,
-  (n_j−1)·D_i·exp(−Δ_i/closed_form) ≤ radius, and closed_form < τ* + step (both
-  lie below the true threshold, which τ* meets to within step).
+  min_i Δ_i / ln((n_j−1)·D_i/radius) rounded down to 24 bits: for each token
+  with (n_j−1)·D_i > radius, (n_j−1)·D_i·exp(−Δ_i/closed_form) ≤ radius, for
+  some token closed_form·(1 + 2^-22) breaks it (so the value stated is the
+  formula's, not any smaller τ), and closed_form < τ* + step (both lie below
+  the true threshold, which τ* meets to within step).
 """
 from __future__ import annotations
 
@@ -39,6 +41,7 @@ KIND = "tau_star"
 LAYER = "sa"
 ENCLOSURES = True
 RESOLUTION = 2 ** 16  # step ≤ τ*/RESOLUTION
+TIGHT = fmpq(1, 2 ** 22)  # closed_form·(1 + TIGHT) must break the closed form: 24 bits rounded down
 
 
 @dataclass(frozen=True)
@@ -79,10 +82,15 @@ def constrained(noises, sizes, radius: fmpq) -> list[tuple[fmpq, fmpq]]:
     return out
 
 
+def closed_form_noise(tokens: list[tuple[fmpq, fmpq]], tau: fmpq, side: int) -> fmpq:
+    """max_i of the lower (side 0) or upper (side 1) rational bound of (n_j−1)·D_i·exp(−Δ_i/τ)."""
+    with ctx.workprec(PREC):
+        return max((bounds(ball(scaled) * (-ball(gap / tau)).exp())[side] for gap, scaled in tokens), default=fmpq(0))
+
+
 def closed_form_ok(tokens: list[tuple[fmpq, fmpq]], tau: fmpq, radius: fmpq) -> bool:
     """Whether (n_j−1)·D_i·exp(−Δ_i/τ) ≤ radius for every listed token."""
-    with ctx.workprec(PREC):
-        return all(bounds(ball(scaled) * (-ball(gap / tau)).exp())[1] <= radius for gap, scaled in tokens)
+    return closed_form_noise(tokens, tau, 1) <= radius
 
 
 def _static(claim: Claim, context: Context) -> list[str]:
@@ -137,4 +145,7 @@ def check(claim: Claim, context: Context, step) -> list[str]:
     elif not (claim.step is not None and 0 < claim.closed_form < claim.tau_star + claim.step
               and closed_form_ok(tokens, claim.closed_form, claim.radius)):
         failures.append(f"closed_form {show(claim.closed_form)} is not a valid bound below tau_star + step")
+    elif not closed_form_noise(tokens, claim.closed_form * (1 + TIGHT), 0) > claim.radius:
+        failures.append(f"closed_form {show(claim.closed_form)} is not min Δ_i/ln((n_j−1)·D_i/radius) rounded down "
+                        f"to 24 bits: closed_form·(1 + 2^-22) is a valid bound too")
     return failures
