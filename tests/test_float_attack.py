@@ -487,3 +487,19 @@ def test_zero_scale_times_overflowing_dot_product(attention):
             Pm = np.exp(S - S.max(axis=1, keepdims=True))
         out = np.float64(0.0) * X + (Pm / Pm.sum(axis=1, keepdims=True)) @ X
     assert np.isfinite(out).all(), f"float run gives {out[0]}, certified bound {float(bound):.3g}"
+
+
+# 16. A hardmax A (or V, with ρ = 1) that is the zero matrix but not stored as
+#     0 (I + (−1/3, 0)(3, 0)ᵀ + (0, −1/3)(0, 3)ᵀ): the replay takes the layer as
+#     uniform (or the identity) and records no attention; the analysis indexed
+#     it and died with a TypeError. The float products need not be exact zeros
+#     (1/3 is not a float), so the analysis must refuse, with a message.
+# fixed: "attention zero but not stored as 0: refused, not a crash"
+@pytest.mark.parametrize("which", ["A", "V"])
+def test_zero_matrix_not_stored_as_zero_is_refused_not_a_crash(which):
+    third = F(1, 3)
+    zero = lr(1, [((-third, 0), (3, 0)), ((0, -third), (0, 3))])
+    blk = block(2, rho=0, A=zero, V=lr(1)) if which == "A" else block(2, rho=1, A=lr(1), V=zero)
+    model, dataset = make(2, [blk], [[(1, 0), (0, 1)]])
+    (fb,) = audit(model, dataset, floats=("binary64",)).floats
+    assert fb.failure is not None and f"{which} is the zero matrix but not stored as 0" in fb.failure

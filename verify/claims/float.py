@@ -453,6 +453,9 @@ class Analysis:
             elif softmax:
                 sa = self.model.blocks[step.block].sa
                 means = self._softmax(seq, mags, errs, A, step.after[j], sa)
+            elif step.attention is None:  # the replay took A (or V, with ρ = 1) as the zero matrix it is
+                raise Failed(f"{'A' if step.uniform else 'V'} is the zero matrix but not stored as 0: "
+                             f"its float products need not be exact zeros")
             else:
                 means = self._hardmax(step.attention[j], seq, mags, errs, A, j)
             per_mean, outs = {}, {}  # by the mean's identity (a hardmax mean is its argmax's)
@@ -517,8 +520,6 @@ class Analysis:
         return [max(column) for column in zip(*vectors)]
 
     def _hardmax(self, attention, seq, mags, errs, A: Matrix, j: int) -> list:
-        if attention is None:
-            raise Failed("the attention was not recorded by the replay")
         M, E = self._seq_max(mags), self._seq_max(errs)
         score_error = self._score_error(A, M, E)
         out = []
