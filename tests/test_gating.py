@@ -86,3 +86,32 @@ def test_pre_commit_hook_gates_a_repository(repo):
 def test_check_without_bundles_is_an_input_error(tmp_path):
     proc = sh("tfcert check", tmp_path)
     assert proc.returncode == 2 and proc.stderr.startswith("error:") and "no bundle folders" in proc.stderr
+
+
+def failing_copy(dst: Path) -> None:
+    shutil.copytree(HARDMAX, dst)
+    corrupt(dst)
+
+
+def test_check_refuses_an_incomplete_bundle(tmp_path):
+    """A bundle that lost its dataset.json must not drop out of the gate: one error line, exit 2."""
+    shutil.copytree(HARDMAX, tmp_path / "good")
+    failing_copy(tmp_path / "broken")
+    (tmp_path / "broken" / "dataset.json").unlink()
+    proc = sh("tfcert check", tmp_path)
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr
+    assert "broken: holds certificate.json but no dataset.json" in proc.stderr
+
+
+def test_check_follows_symlinked_folders_once(tmp_path):
+    """A bundle reached through a symlinked folder is below ROOT; a symlink
+    back up the tree neither loops nor checks a bundle twice."""
+    (tmp_path / "repo").mkdir()
+    shutil.copytree(HARDMAX, tmp_path / "repo" / "good")
+    failing_copy(tmp_path / "shared" / "bad")
+    os.symlink(tmp_path / "shared", tmp_path / "repo" / "vendored")
+    os.symlink(tmp_path / "repo", tmp_path / "repo" / "good" / "loop")
+    proc = sh("tfcert check --json", tmp_path / "repo")
+    assert proc.returncode == 1, proc.stderr
+    paths = [b["path"] for b in json.loads(proc.stdout)["bundles"]]
+    assert len(paths) == 2 and paths[1].endswith("vendored/bad"), paths

@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 import shutil
 
+import pytest
+
 from conftest import REPO
 
 HARDMAX = REPO / "certificates" / "demo-hardmax"
@@ -44,3 +46,23 @@ def test_the_project_certificates_pass(pytester):
 def test_missing_folder_is_a_usage_error(pytester):
     result = pytester.runpytest_inprocess("--tfcert", str(pytester.path / "nope"))
     assert result.ret != 0 and "not a folder" in result.stderr.str()
+
+
+@pytest.mark.parametrize("folder", ["build", "dist", "node_modules", "venv"])
+def test_collects_what_check_collects(pytester, folder):
+    """Bundles below folders pytest does not recurse into (norecursedirs) are
+    collected all the same, as `tfcert check` finds them."""
+    root = pytester.path / "certs"
+    shutil.copytree(HARDMAX, root / "good")
+    shutil.copytree(HARDMAX, root / folder / "bad")
+    (root / folder / "bad" / "model.json").write_text("{")
+    result = pytester.runpytest_inprocess("--tfcert", str(root), "-p", "no:cacheprovider")
+    result.assert_outcomes(passed=1, failed=1)
+
+
+def test_incomplete_bundle_is_a_usage_error(pytester):
+    root = pytester.path / "certs"
+    shutil.copytree(HARDMAX, root / "x")
+    (root / "x" / "dataset.json").unlink()
+    result = pytester.runpytest_inprocess("--tfcert", str(root))
+    assert result.ret != 0 and "holds certificate.json but no dataset.json" in result.stderr.str()

@@ -3,6 +3,7 @@ for stdin, and a clear message when a file sits in the wrong slot (a
 dataset given as the model)."""
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
@@ -15,17 +16,28 @@ FORMATS = {"dataset": DATASET_FORMAT, "model": MODEL_FORMAT, "certificate": CERT
 STDIN = "-"
 
 
-def is_bundle(folder: Path) -> bool:
-    return all((folder / name).is_file() for name in BUNDLE_FILES.values())
-
-
 def find_bundles(root: str | Path) -> list[Path]:
-    """Every bundle folder at or below ``root``, sorted (hidden folders skipped)."""
+    """Every bundle folder at or below ``root``, sorted: each folder holding a
+    certificate.json, through symlinked folders too (each real folder once),
+    hidden folders (.git, .venv) skipped. A certificate.json without its
+    model.json or dataset.json is an InputError: a gate must not pass over it."""
     root = Path(root)
     if not root.is_dir():
         raise InputError(f"{root}: not a folder")
-    found = [c.parent for c in root.rglob("certificate.json")
-             if is_bundle(c.parent) and not any(part.startswith(".") for part in c.parent.relative_to(root).parts)]
+    found, seen = [], set()
+    for folder, subfolders, files in os.walk(root, followlinks=True):
+        real = os.path.realpath(folder)
+        if real in seen:  # reached again through a symlink
+            subfolders[:] = []
+            continue
+        seen.add(real)
+        subfolders[:] = [name for name in subfolders if not name.startswith(".")]
+        if BUNDLE_FILES["certificate"] in files:
+            missing = [name for name in BUNDLE_FILES.values() if not (Path(folder) / name).is_file()]
+            if missing:
+                raise InputError(f"{folder}: holds certificate.json but no {' or '.join(missing)}: "
+                                 f"an incomplete bundle")
+            found.append(Path(folder))
     return sorted(found)
 
 

@@ -24,27 +24,40 @@ def pytest_addoption(parser) -> None:
 
 
 def pytest_configure(config) -> None:
-    """Collect the --tfcert folders as well as the usual test paths."""
+    """Collect the --tfcert folders as well as the usual test paths: the
+    bundles ``tfcert check`` finds there (tfcert.files.find_bundles), every
+    folder on the way to one collected whatever pytest's norecursedirs say."""
     roots = [Path(d).resolve() for d in config.getoption("tfcert")]
+    if not roots:
+        return
+    from tfcert.files import find_bundles  # the checker loads only when bundles are asked for
+
+    bundles: set[Path] = set()
     for root in roots:
-        if not root.is_dir():
-            raise pytest.UsageError(f"--tfcert {root}: not a folder")
-    config._tfcert_roots = roots
+        try:
+            bundles.update(find_bundles(root))
+        except InputError as exc:
+            raise pytest.UsageError(f"--tfcert {exc}") from None
+    # compared resolved: a bundle reached through a symlinked folder is the folder it points to
+    config._tfcert_bundles = {b.resolve() for b in bundles}
+    config._tfcert_keep = {p.resolve() for b in bundles for p in (b, *b.parents)
+                           if any(p == root or root in p.parents for root in roots)}
     given = [Path(a.split("::")[0]).resolve() for a in config.args]
     for root in roots:
         if not any(root == g or g in root.parents for g in given):
             config.args.append(str(root))
 
 
-def pytest_collect_file(file_path: Path, parent):
-    roots = getattr(parent.config, "_tfcert_roots", [])
-    if not roots or file_path.name != "certificate.json":
-        return None
-    from tfcert.files import is_bundle  # the checker loads only when bundles are asked for
+@pytest.hookimpl(tryfirst=True)
+def pytest_ignore_collect(collection_path: Path, config):
+    """A folder on the way to a bundle is walked even if norecursedirs names it (build, dist, …)."""
+    keep = getattr(config, "_tfcert_keep", ())
+    return False if keep and collection_path.resolve() in keep else None
 
-    if not is_bundle(file_path.parent):
-        return None
-    if any(r == file_path.parent or r in file_path.parents for r in roots):
+
+def pytest_collect_file(file_path: Path, parent):
+    bundles = getattr(parent.config, "_tfcert_bundles", ())
+    if bundles and file_path.name == "certificate.json" and file_path.parent.resolve() in bundles:
         return BundleFile.from_parent(parent, path=file_path)
     return None
 
