@@ -13,7 +13,9 @@ the readout step reaches the target; no head is idle and no fact is dead (every 
 premise of a later step); the per-state fact table is what the steps give; every step's cost
 terms are the rule's; the claimed exponent is the maximum of them (not lower, not higher), and a
 witness that claims to be T-bounded uses no term that grows with T. Each proof it carries is
-re-run and must be unsat.
+re-run and must be unsat; that a query encodes the claim beside it is not checked here (the
+queries come from the search's z3 encoding), so a file without a derivation, whose only content
+is such claims, is never valid.
 """
 from __future__ import annotations
 
@@ -446,8 +448,9 @@ class _Checker:
         w = self.w
         self.fits()
         if not w.reachable:
-            if not w.proofs:
-                self.fail("a file without a derivation must carry the unsat queries of its claims")
+            self.fail("no derivation: the file claims the target is out of reach, which this checker does not "
+                      "decide (it re-runs a query as written but cannot tie it to a claim); `tfcert infoflow "
+                      "predict` re-derives that answer with its proof")
             return None
         if len(w.layers) != len(w.heads):
             self.fail(f"the witness has {len(w.layers)} layers, the architecture "

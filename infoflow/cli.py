@@ -4,6 +4,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import sys
 from pathlib import Path
 
 from tfcert.errors import InputError
@@ -16,21 +17,35 @@ from tfcert.infoflow.witness import SHOW, WITNESS_FORMAT, Derivation
 from tfcert.report import json_text
 
 
+def _shown(text: str) -> str:
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
 def _int(option: str, text: str) -> int:
     try:
         return int(text)
     except ValueError:
-        shown = text if len(text) <= 40 else text[:37] + "..."
-        raise InputError(f"{option}: expected an integer, got {shown!r}") from None
+        raise InputError(f"{option}: expected an integer, got {_shown(text)!r}") from None
 
 
 def _depth_of(t: Target, positional: bool) -> int | None:
     return depth_closure(Rules(t.calc, 1, 1, positional))[0]
 
 
+def _comparison_number(t: Target, T: int) -> int:
+    """The target's comparison number at T, or InputError when it has more
+    digits than Python prints (4300 by default): one error line, not a traceback."""
+    n = t.comparison_number(T)
+    limit = sys.get_int_max_str_digits()
+    if limit and n.bit_length() * 0.30103 > limit - 2:
+        raise InputError(f"--T: {_shown(str(T))}: the comparison number has about {int(n.bit_length() * 0.30103)} "
+                         f"digits, more than can be written (limit {limit}); give a smaller T")
+    return n
+
+
 def _target_json(t: Target, T: int, positional: bool = False) -> dict:
     return {**t.to_json(), "order": t.order, "dimension": t.dimension,
-            "comparison_number": t.comparison_number(T), "depth": _depth_of(t, positional)}
+            "comparison_number": _comparison_number(t, T), "depth": _depth_of(t, positional)}
 
 
 def _rows(header: list[str], rows: list[list[str]]) -> str:
@@ -114,7 +129,7 @@ def _arch(args: argparse.Namespace, heads: tuple[int, ...]) -> Architecture:
 
 def _target_line(t: Target, arch: Architecture) -> str:
     return (f"target     {t.name}: {t.dimension} comparison(s), beta1 = {t.dimension}, "
-            f"beta' = {t.order}, comparison number {t.comparison_number(arch.T)}")
+            f"beta' = {t.order}, comparison number {_comparison_number(t, arch.T)}")
 
 
 def _depth_line(t: Target, positional: bool) -> str:
@@ -250,18 +265,14 @@ def _check(args: argparse.Namespace) -> int:
         return 0 if report.valid else 1
     print(f"witness    {report.summary}")
     if report.valid:
-        if report.exponent is None:
-            print("valid      yes: no derivation is claimed, the proofs below hold")
-        else:
-            bound = "T-bounded (no cost term grows with T)" if report.bounded \
-                else "grows with T"
-            print(f"valid      yes: exponent {report.exponent}, {bound}")
+        bound = "T-bounded (no cost term grows with T)" if report.bounded else "grows with T"
+        print(f"valid      yes: exponent {report.exponent}, {bound}")
     else:
         print(f"invalid    {report.errors[0]}")
         if len(report.errors) > 1:
             print(f"           ({len(report.errors) - 1} more; --json lists them all)")
     for claim, answer in report.proofs:
-        print(f"proof      z3 says {answer}: {claim}")
+        print(f"proof      z3 says {answer} (the query as written; not tied to its claim here): {claim}")
     return 0 if report.valid else 1
 
 

@@ -25,6 +25,7 @@ from pathlib import Path
 from tfcert.errors import InputError
 
 _NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_]*$")
+READOUT = "y"  # the fact the readout writes at T+1: no reduction may take its name
 MAX_TREE_DEPTH = 64     # nesting of tree nodes a file may use
 MAX_TREE_NODES = 20000  # nodes after the comparisons are expanded
 MAX_POSITION = 10**9    # a fixed position must be a token index we can print
@@ -423,6 +424,8 @@ class _TreeReader:
         name = obj.get("name")
         if name is not None:
             _identifier(self.file, f"{path}.name", name)
+            if name == READOUT:
+                raise self.fail(f"{path}.name", f"{READOUT!r} is reserved: it names the readout")
         if "of" not in obj:
             raise self.fail(path, "missing required key 'of'")
         body = self.node(f"{path}.of", obj["of"], scope + tuple(names), depth + 1)

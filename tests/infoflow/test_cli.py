@@ -137,8 +137,8 @@ def test_unreachable_prediction_writes_its_proof(capsys, tmp_path):
                      "--witness", str(path))
     assert rc == 0 and "exponent   none" in out
     assert json.loads(path.read_text())["derivation"] is False
-    rc, out, _ = run(capsys, "check", str(path))
-    assert rc == 0 and "no derivation is claimed" in out
+    rc, out, _ = run(capsys, "check", str(path))  # the checker does not decide unreachability
+    assert rc == 1 and "invalid    no derivation: the file claims the target is out of reach" in out
     rc, out, _ = run(capsys, "predict", "--target", str(tree), "--T", "8", "--heads", "1,1",
                      "--positional")
     assert rc == 0 and "exponent   1 " in out and "attends to position(s) 1" in out
@@ -164,8 +164,8 @@ def test_min_heads_none_witness_and_depth(capsys, tmp_path):
     rc, out, _ = run(capsys, "min-heads", "--target", "triangle-center", "--layers", "2",
                      "--T", "8", "--witness", str(path))
     assert rc == 0 and "min heads  none" in out
-    rc, out, _ = run(capsys, "check", str(path))
-    assert rc == 0 and "z3 says unsat" in out
+    rc, out, _ = run(capsys, "check", str(path))  # no derivation: its claims are not decided by the checker
+    assert rc == 1 and "invalid    no derivation" in out and "z3 says unsat" in out
     rc, out, _ = run(capsys, "depth", "--target", "alternation:k=3", "--T", "16", "--json")
     doc = json.loads(out)
     assert rc == 0 and doc["depth"] == 3 and doc["min_heads"] == [1, 1, 1]
@@ -217,3 +217,38 @@ def test_a_document_that_is_not_a_witness_exits_2(capsys, tmp_path, mutate, need
     path.write_text(json.dumps(doc))
     rc, out, err = run(capsys, "check", str(path))
     assert rc == 2 and out == "" and len(err.splitlines()) == 1 and needle in err
+
+
+def test_a_forged_unreachability_claim_is_not_valid():
+    """pairwise-min is reachable with heads (1,1); a file claiming the opposite,
+    backed by a genuine unsat query about another tree, must not be valid."""
+    from tfcert.infoflow import Architecture, builtin_target, predict
+    from tfcert.infoflow.check import check_document
+
+    pm = predict(builtin_target("pairwise-min"), Architecture(T=8, heads=(1, 1)))
+    assert pm.witness is not None and pm.exponent == 1
+    tri = predict(builtin_target("triangle-center"), Architecture(T=8, heads=(1, 1)))
+    other = next(p.smt2 for p in tri.proofs if "T-bounded" in p.claim)
+    forged = {k: pm.witness.to_json()[k] for k in ("format", "target", "tree", "architecture")}
+    forged.update(derivation=False, proofs=[{"claim": "no derivation reaches the target", "smt2": other}])
+    report = check_document("forged", forged)
+    assert not report.valid and report.errors[0].startswith("no derivation")
+
+
+def test_a_reduction_named_y_is_refused(capsys, tmp_path):
+    """"y" names the readout's fact: a reduction called so gave a witness its own checker refused."""
+    target = tmp_path / "y.json"
+    target.write_text(json.dumps({"tree": {"op": "min", "over": "t", "name": "y",
+                                           "of": {"op": "score", "name": "f", "args": ["t"]}}}))
+    rc, out, err = run(capsys, "predict", "--target", str(target), "--T", "8", "--heads", "1")
+    assert rc == 2 and out == "" and err.count("\n") == 1 and "$.tree.name: 'y' is reserved" in err
+
+
+@pytest.mark.parametrize("json_flag", [[], ["--json"]])
+def test_a_comparison_number_too_long_to_print_is_one_error_line(capsys, tmp_path, json_flag):
+    """C(10^300, 32) has about 9 600 digits, past what Python writes: an error line, not a traceback."""
+    target = tmp_path / "o32.json"
+    target.write_text(json.dumps({"comparisons": [{"name": "c", "order": 32}]}))
+    rc, out, err = run(capsys, "predict", "--target", str(target), "--T", "1" + "0" * 300, "--heads", "1",
+                       *json_flag)
+    assert rc == 2 and out == "" and err.startswith("error: --T: ") and "digits" in err
