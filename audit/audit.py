@@ -159,7 +159,7 @@ def audit(model: Model, dataset: Dataset, progress=None, temperature: fmpq | Non
         raise InputError("--temperature: applies to softmax models; this model is hardmax")
     if floats and temperature is not None and temperature != model.temperature:
         raise InputError("--float: a float run uses the model's own temperature; drop --temperature")
-    tau = (temperature or model.temperature) if softmax else None
+    tau = (model.temperature if temperature is None else temperature) if softmax else None
     inputs = [p.input for p in dataset.pairs]
     analyses = [Analysis(model, inputs, FORMATS[name]) for name in floats]
     replay = Replay(model, inputs, temperature=tau)

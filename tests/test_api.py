@@ -89,3 +89,39 @@ def test_subpackages_stay_packages():
 def test_missing_arguments():
     with pytest.raises(InputError, match="required"):
         tfcert.verify(HARDMAX / "model.json")
+
+
+def test_numbers_are_exact_or_refused():
+    """Every number type is read by its exact value (Decimal, numpy floats of any width,
+    FLINT rationals) or refused (complex, numpy booleans); never rounded through float."""
+    from decimal import Decimal
+
+    from flint import fmpq
+
+    assert number_text(Decimal("0.1"), "x") == "1/10"
+    assert number_text(np.float32(0.1), "x") == str(Fraction(float(np.float32(0.1))))
+    assert number_text(fmpq(1, 3), "x") == "1/3"
+    third = np.longdouble(1) / 3
+    p, q = third.as_integer_ratio()
+    assert number_text(third, "x") == f"{p}/{q}"
+    for bad in (np.complex128(1 + 2j), 1 + 2j, np.bool_(True), Decimal("NaN"), np.longdouble("inf"), object()):
+        with pytest.raises(InputError):
+            number_text(bad, "x")
+
+
+@pytest.mark.parametrize("pairs", [
+    [(np.array([1.0, 2.0]), np.array([1.0, 2.0]))],  # 1-D arrays: a token is not a list
+    [(np.eye(2), np.eye(2)[:1], None)],  # three items
+    [{"input": np.eye(2)}],  # no "output"
+    5,  # not a list
+])
+def test_malformed_pairs_raise_input_error(pairs):
+    with pytest.raises(InputError):
+        dataset_json(pairs)
+
+
+@pytest.mark.parametrize("tau", [0, 0.0, "0", -1, "-1/8"])
+def test_audit_refuses_a_temperature_not_above_zero(tau):
+    """As the CLI does (--temperature: must be > 0); 0 used to mean the model's own τ."""
+    with pytest.raises(InputError, match="must be > 0"):
+        tfcert.audit(str(REPO / "certificates" / "demo-softmax"), temperature=tau)

@@ -7,13 +7,14 @@ from __future__ import annotations
 import copy
 import json
 import os
+import shutil
 import subprocess
 import sys
 from fractions import Fraction
 from pathlib import Path
 
 import pytest
-from conftest import dataset_json, write_json
+from conftest import REPO, dataset_json, write_json
 from flint import fmpq
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -735,3 +736,35 @@ def test_malformed_number_strings_are_errors(text):
         return
     assert expected is not None, (text, value)
     assert as_fraction(value) == expected
+
+
+def test_check_junit_refuses_to_overwrite_a_bundle_file(tmp_path, capsys):
+    """check --junit onto a bundle's own model.json replaced it with XML (exit 0)."""
+    shutil.copytree(REPO / "certificates" / "demo-hardmax", tmp_path / "b")
+    before = (tmp_path / "b" / "model.json").read_bytes()
+    rc, out, err = run(["check", "-q", "--junit", tmp_path / "b" / "model.json", tmp_path / "b"], capsys)
+    assert rc == 2 and err.startswith("error:") and err.count("\n") == 1, err
+    assert (tmp_path / "b" / "model.json").read_bytes() == before
+
+
+@pytest.mark.parametrize("limit", ["z3_seconds=inf", "z3_seconds=nan", "file_bytes=" + "9" * 30])
+def test_limits_out_of_range_are_one_error_line(limit, capsys):
+    """inf passed as positive and then failed every region claim as 'not checked'; a huge
+    file_bytes failed at the read with a message naming neither the option nor a file."""
+    rc, out, err = run(["verify", str(REPO / "certificates" / "demo-hardmax"), "--limit", limit], capsys)
+    assert rc == 2 and err == f"error: --limit {limit}: expected a positive number below 2^62\n", err
+
+
+def test_audit_with_an_enclosure_out_of_range_is_not_checked(tmp_path, capsys):
+    """A format-valid softmax model whose enclosure endpoints exceed arb's range: not checked
+    (exit 1), as verify says, not an exit 2 naming no file."""
+    big = "1" + "0" * 5000
+    model = {"format": "tfcert.model/1", "d": 2, "attention": "softmax", "temperature": "1", "blocks": [
+        {"ff": {"eta": "1", "U": [], "b": [], "W": [[], []]},
+         "sa": {"rho": "0", "A": {"scale": "1", "low_rank": []},
+                "V": {"scale": "0", "low_rank": [{"u": ["1", "0"], "v": [big, "0"]}]}}}]}
+    data = {"format": "tfcert.dataset/1", "d": 2, "pairs": [{"input": [["1", "0"], ["0", "1"]], "output": [["1", "0"]]}]}
+    write_json(tmp_path / "model.json", model)
+    write_json(tmp_path / "dataset.json", data)
+    rc, out, err = run(["audit", "--model", tmp_path / "model.json", "--dataset", tmp_path / "dataset.json"], capsys)
+    assert rc == 1 and "not checked" in out and err == "", (out, err)

@@ -15,8 +15,10 @@ import html
 import json
 from dataclasses import dataclass, field
 from fractions import Fraction
-from numbers import Integral, Real
+from numbers import Integral
 from pathlib import Path
+
+from flint import fmpq
 
 from tfcert.errors import InputError
 from tfcert.files import bundle_file, load
@@ -29,34 +31,49 @@ SLOTS = ("model", "dataset", "certificate")
 # ---------------------------------------------------------------- datasets
 
 def number_text(x: object, where: str) -> str:
-    """One value as exact text: integers as they are, floats by their exact binary value."""
+    """One value as exact text: integers as they are; floats of any width, Decimals, Fractions
+    and FLINT rationals by their exact value. Anything else (complex, booleans) is refused."""
     if isinstance(x, str):
         return x
-    if isinstance(x, bool):
+    if isinstance(x, bool) or getattr(getattr(x, "dtype", None), "kind", "") == "b":
         raise InputError(f"{where}: expected a number, got a boolean")
     if isinstance(x, Integral):
         return str(int(x))
-    if isinstance(x, (Fraction, Real)) or hasattr(x, "__float__"):
-        if not isinstance(x, Fraction):
-            value = float(x)
-            if value != value or value in (float("inf"), float("-inf")):
-                raise InputError(f"{where}: {value} is not a finite number")
-            x = Fraction(value)  # exact: a float is a dyadic rational
-        return str(x.numerator) if x.denominator == 1 else f"{x.numerator}/{x.denominator}"
-    raise InputError(f"{where}: expected a number, got {type(x).__name__}")
+    if isinstance(x, fmpq):
+        x = Fraction(int(x.p), int(x.q))
+    elif not isinstance(x, Fraction):
+        if not hasattr(x, "as_integer_ratio"):  # float, numpy floats, Decimal have it, exactly
+            raise InputError(f"{where}: expected a real number, got {type(x).__name__}")
+        try:
+            x = Fraction(*x.as_integer_ratio())
+        except (ValueError, OverflowError):
+            raise InputError(f"{where}: {x} is not a finite number") from None
+    return str(x.numerator) if x.denominator == 1 else f"{x.numerator}/{x.denominator}"
 
 
 def _tokens(seq, where: str) -> list[list[str]]:
     """An n × d array or list of tokens (numpy scalars are numbers.Real / Integral)."""
-    return [[number_text(v, f"{where}[{i}][{k}]") for k, v in enumerate(row)] for i, row in enumerate(seq)]
+    if isinstance(seq, (str, bytes, dict)) or not hasattr(seq, "__iter__"):
+        raise InputError(f"{where}: expected a list of tokens, got {type(seq).__name__}")
+    out = []
+    for i, row in enumerate(seq):
+        if isinstance(row, (str, bytes, dict)) or not hasattr(row, "__iter__"):
+            raise InputError(f"{where}[{i}]: expected a token (a list of numbers), got {type(row).__name__}")
+        out.append([number_text(v, f"{where}[{i}][{k}]") for k, v in enumerate(row)])
+    return out
 
 
 def dataset_json(pairs) -> dict:
     """A dataset value from ``[(inputs, outputs), ...]`` (each an n × d array
     or list of tokens) or ``[{"input": ..., "output": ...}, ...]``."""
+    if isinstance(pairs, (str, bytes, dict)) or not hasattr(pairs, "__iter__"):
+        raise InputError(f"pairs: expected a list of (inputs, outputs), got {type(pairs).__name__}")
     out = []
     for j, pair in enumerate(pairs):
-        X, Y = (pair["input"], pair["output"]) if isinstance(pair, dict) else pair
+        try:
+            X, Y = (pair["input"], pair["output"]) if isinstance(pair, dict) else pair
+        except (KeyError, TypeError, ValueError):
+            raise InputError(f"pairs[{j}]: expected (inputs, outputs) or {{'input': …, 'output': …}}") from None
         out.append({"input": _tokens(X, f"pairs[{j}].input"), "output": _tokens(Y, f"pairs[{j}].output")})
     if not out:
         raise InputError("pairs: the dataset has no pairs")
@@ -252,5 +269,7 @@ def audit(bundle_or_model, dataset=None, temperature=None) -> AuditReport:
     model, data = read_model(docs["model"]), read_dataset(docs["dataset"])
     check.check_compatible(model, data, docs["model"].path, docs["dataset"].path)
     tau = None if temperature is None else parse_number(number_text(temperature, "temperature"), "temperature")
+    if tau is not None and tau <= 0:
+        raise InputError("temperature: must be > 0")
     with Bar("audit") as bar:
         return AuditReport(run_audit(model, data, bar, tau))

@@ -52,8 +52,8 @@ def _limits(pairs: list[str] | None) -> None:
             value = float(text) if kinds[name] == "float" else int(text)
         except ValueError:
             value = -1
-        if not value > 0:
-            raise InputError(f"--limit {pair}: expected a positive number")
+        if not 0 < value < 2**62:  # inf and NaN too: z3 takes milliseconds, a read an index-sized count
+            raise InputError(f"--limit {pair}: expected a positive number below 2^62")
         setattr(LIMITS, name, value)
 
 
@@ -140,6 +140,9 @@ def cmd_check(args) -> int:
     if not bundles:
         raise InputError(f"{', '.join(args.roots)}: no bundle folders found (a bundle holds dataset.json, "
                          f"model.json and certificate.json)")
+    if args.junit:
+        _refuse_overwrite([args.junit], [b / f"{slot}.json" for b in bundles for slot in ("model", "dataset",
+                                                                                         "certificate")])
     reports = []
     with Bar("check", unit="bundle") as bar:
         for i, folder in enumerate(bundles):
@@ -170,7 +173,7 @@ def cmd_audit(args) -> int:
     from tfcert.report import audit_human, audit_json, json_text
     from tfcert.verify.check import check_compatible, verify
     from tfcert.verify.formats import dumps, parse_document, read_dataset, read_model
-    from tfcert.verify.numbers import LimitError, parse_number
+    from tfcert.verify.numbers import parse_number
 
     tau = None
     if args.temperature is not None:
@@ -192,7 +195,7 @@ def cmd_audit(args) -> int:
     try:
         with Bar("audit") as bar:
             report = audit(model, dataset, bar, tau, tuple(args.float or ()))
-    except LimitError as exc:  # the replay stopped: nothing is known about interpolation
+    except ArithmeticError as exc:  # the replay stopped (LimitError, or an enclosure out of range)
         print(json_text({"interpolates": False, "not_checked": str(exc)}) if args.json
               else f"verdict: not checked: the replay stopped: {exc}")
         return 1
@@ -232,12 +235,13 @@ def cmd_schema(args) -> int:
 def cmd_export(args) -> int:
     import hashlib
 
-    from tfcert.verify.formats import load_document, read_model
+    from tfcert.files import load
+    from tfcert.verify.formats import read_model
 
     out = Path(args.output)
     if out.exists() and Path(args.model).exists() and os.path.samefile(out, args.model):
         raise InputError(f"{args.output}: is the input model; refusing to overwrite it")
-    doc = load_document(args.model)
+    doc = load(args.model, "model")
     model = read_model(doc)
     import tfcert.export as tx  # torch is imported only here: its absence is one error line
 
