@@ -71,3 +71,35 @@ def test_projection_range_contains_every_point_of_a_path(case):
     x = tuple(p + t * (q - p) for p, q in zip(a, b))
     lo, hi = projection_range(Path(vertices), u, axis_of(u))
     assert lo <= dot(u, x) <= hi
+
+
+def test_a_path_past_max_vertices_is_its_bounding_box():
+    """A zigzag of MAX_VERTICES + 1 vertices becomes a box holding every vertex (and so the path,
+    which lies in their hull); one of MAX_VERTICES vertices stays a path."""
+    from tfcert.verify.enclose import MAX_VERTICES, Box, Path, path
+
+    zigzag = [(fmpq(k, 3), fmpq((-1) ** k * 10 ** 40 + k, 7)) for k in range(MAX_VERTICES + 1)]
+    assert isinstance(path(zigzag[:-1]), Path)
+    enclosure = path(zigzag)
+    assert isinstance(enclosure, Box)
+    assert all(ball.contains(arb(v)) for vertex in zigzag for ball, v in zip(enclosure.balls, vertex))
+
+
+def test_softmax_paths_stay_short_when_a_target_is_huge(tmp_path):
+    """Ten collinear tokens and a target at (0, 1e300): the collapse's enclosure at the model's
+    temperature (arb at 128 bits around coordinates near 2^1000) is wider than every snap window,
+    and its path folded through the snaps, tripling its vertices at each (39 358 after ten). Construction replayed it for
+    float bounds it then dropped; now that replay stops once no bound is left, and any replay
+    encloses such a path by its box."""
+    from tfcert.construct.bundle import build
+    from tfcert.verify.enclose import MAX_VERTICES, Path
+    from tfcert.verify.evaluate import Replay
+
+    pairs = [{"input": [[str(k), "0"] for k in range(10)],
+              "output": [[str(k), "0"] for k in range(9)] + [["0", "1e300"]]}]
+    (tmp_path / "ds.json").write_text(json.dumps({"format": "tfcert.dataset/1", "d": 2, "pairs": pairs}))
+    bundle = build(tmp_path / "ds.json", "softmax")
+    replay = Replay(bundle.construction.model, [p.input for p in bundle.dataset.pairs])
+    longest = max((len(x.vertices) for step in replay.steps() for x in step.flat_after if isinstance(x, Path)),
+                  default=0)
+    assert longest <= MAX_VERTICES

@@ -192,6 +192,8 @@ def replay_claims(ctx: Context, claims: list[_Parsed], progress=None, observers:
                 progress(step.block + 1, n_blocks)
         if below and analyses:  # float runs use the model's temperature: enclosures at τ itself are tighter
             for step in Replay(ctx.model, inputs).steps():
+                if all(analysis.failure is not None for analysis in analyses):
+                    break  # no bound is left to prove; the enclosures' paths may only grow from here
                 for analysis in analyses:
                     analysis.step(step)
         final = list(replay.tokens)

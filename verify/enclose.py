@@ -23,6 +23,7 @@ from tfcert.verify.formats import LowRank
 from tfcert.verify.numbers import Vec, dot
 
 PREC = 128  # bits of every arb computation
+MAX_VERTICES = 256  # a longer path is enclosed by its bounding box
 LIMIT = 1 << 14  # bits: the range of the rationals an enclosure is turned into
 
 
@@ -86,12 +87,17 @@ def ball(x: fmpq) -> arb:
 # ---------------------------------------------------------------- tokens
 
 def path(vertices: list[Vec]) -> Token:
-    """A path with consecutive repeats removed; a single point when all coincide."""
+    """A path with consecutive repeats removed; a single point when all coincide;
+    past MAX_VERTICES its bounding box (it lies in the vertices' hull), since a path
+    folded through feed-forward windows can gain vertices geometrically, layer by layer."""
     kept = [vertices[0]]
     for v in vertices[1:]:
         if v != kept[-1]:
             kept.append(v)
-    return kept[0] if len(kept) == 1 else Path(tuple(kept))
+    if len(kept) <= MAX_VERTICES:
+        return kept[0] if len(kept) == 1 else Path(tuple(kept))
+    with ctx.workprec(PREC):
+        return box(list(as_balls(Path(tuple(kept)))))
 
 
 def box(balls: list[arb]) -> Token:
