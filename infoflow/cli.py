@@ -36,10 +36,10 @@ def _comparison_number(t: Target, T: int) -> int:
     """The target's comparison number at T, or InputError when it has more
     digits than Python prints (4300 by default): one error line, not a traceback."""
     n = t.comparison_number(T)
-    limit = sys.get_int_max_str_digits()
-    if limit and n.bit_length() * 0.30103 > limit - 2:
-        raise InputError(f"--T: {_shown(str(T))}: the comparison number has about {int(n.bit_length() * 0.30103)} "
-                         f"digits, more than can be written (limit {limit}); give a smaller T")
+    digits, limit = n.bit_length() * 0.30103, sys.get_int_max_str_digits()
+    if limit and digits > limit - 2:
+        raise InputError(f"--T: {_shown(str(T))}: the comparison number has about {int(digits)} digits, more than "
+                         f"can be written (limit {limit}); give a smaller T")
     return n
 
 

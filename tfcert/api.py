@@ -51,25 +51,24 @@ def number_text(x: object, where: str) -> str:
     return str(x.numerator) if x.denominator == 1 else f"{x.numerator}/{x.denominator}"
 
 
+def _items(x, where: str, what: str):
+    """x as a sequence to walk (a list, tuple or array, not a string or dict), or InputError naming ``what``."""
+    if isinstance(x, (str, bytes, dict)) or not hasattr(x, "__iter__"):
+        raise InputError(f"{where}: expected {what}, got {type(x).__name__}")
+    return x
+
+
 def _tokens(seq, where: str) -> list[list[str]]:
     """An n × d array or list of tokens (numpy scalars are numbers.Real / Integral)."""
-    if isinstance(seq, (str, bytes, dict)) or not hasattr(seq, "__iter__"):
-        raise InputError(f"{where}: expected a list of tokens, got {type(seq).__name__}")
-    out = []
-    for i, row in enumerate(seq):
-        if isinstance(row, (str, bytes, dict)) or not hasattr(row, "__iter__"):
-            raise InputError(f"{where}[{i}]: expected a token (a list of numbers), got {type(row).__name__}")
-        out.append([number_text(v, f"{where}[{i}][{k}]") for k, v in enumerate(row)])
-    return out
+    return [[number_text(v, f"{where}[{i}][{k}]") for k, v in enumerate(_items(row, f"{where}[{i}]", "a token"))]
+            for i, row in enumerate(_items(seq, where, "a list of tokens"))]
 
 
 def dataset_json(pairs) -> dict:
     """A dataset value from ``[(inputs, outputs), ...]`` (each an n × d array
     or list of tokens) or ``[{"input": ..., "output": ...}, ...]``."""
-    if isinstance(pairs, (str, bytes, dict)) or not hasattr(pairs, "__iter__"):
-        raise InputError(f"pairs: expected a list of (inputs, outputs), got {type(pairs).__name__}")
     out = []
-    for j, pair in enumerate(pairs):
+    for j, pair in enumerate(_items(pairs, "pairs", "a list of (inputs, outputs)")):
         try:
             X, Y = (pair["input"], pair["output"]) if isinstance(pair, dict) else pair
         except (KeyError, TypeError, ValueError):

@@ -131,7 +131,7 @@ def cmd_verify(args) -> int:
 
 
 def cmd_check(args) -> int:
-    from tfcert.files import find_bundles, load
+    from tfcert.files import BUNDLE_FILES, find_bundles, load
     from tfcert.progress import Bar
     from tfcert.report import as_json, junit_suites
     from tfcert.verify.check import verify
@@ -141,8 +141,7 @@ def cmd_check(args) -> int:
         raise InputError(f"{', '.join(args.roots)}: no bundle folders found (a bundle holds dataset.json, "
                          f"model.json and certificate.json)")
     if args.junit:
-        _refuse_overwrite([args.junit], [b / f"{slot}.json" for b in bundles for slot in ("model", "dataset",
-                                                                                         "certificate")])
+        _refuse_overwrite([args.junit], [b / name for b in bundles for name in BUNDLE_FILES.values()])
     reports = []
     with Bar("check", unit="bundle") as bar:
         for i, folder in enumerate(bundles):
