@@ -215,6 +215,7 @@ class _Witness:
     heads: list[int]
     positional: bool
     reachable: bool
+    tree: object = None  # the tree as the file gives it, to compare with a built-in's
     cheap: bool = False
     layers: list = field(default_factory=list)
     info: list = field(default_factory=list)
@@ -251,6 +252,7 @@ def read_witness(name: str, data: object) -> _Witness:
                  [r.integer(f"$.architecture.heads[{i}]", h, 0, MAX_HEADS)
                   for i, h in enumerate(heads)],
                  r.boolean("$.architecture.positional", a["positional"]), reachable)
+    w.tree = d["tree"]
     for i, p in enumerate(r.list("$.proofs", d.get("proofs", []))):
         p = r.obj(f"$.proofs[{i}]", p, ("claim", "smt2"), ("layer", "heads"))
         w.proofs.append((r.text(f"$.proofs[{i}].claim", p["claim"]), _smt2(r, i, p["smt2"])))
@@ -440,6 +442,7 @@ class _Checker:
     def __init__(self, w: _Witness) -> None:
         self.w = w
         self.errors: list[str] = []
+        self.terms: list = []  # every step's cost terms, as the rules give them
 
     def fail(self, message: str) -> None:
         self.errors.append(message)
@@ -447,6 +450,7 @@ class _Checker:
     def run(self) -> Fraction | None:
         w = self.w
         self.fits()
+        self.label()
         if not w.reachable:
             self.fail("no derivation: the file claims the target is out of reach, which this checker does not "
                       "decide (it re-runs a query as written but cannot tie it to a claim); `tfcert infoflow "
@@ -464,9 +468,21 @@ class _Checker:
         self.heads()
         self.information_sets()
         established, used_heads, used_uses, exponent_terms = self.steps()
+        self.terms = exponent_terms
         self.idle(used_heads, used_uses)
         self.fact_table(established)
+        if not w.cheap and exponent_terms and not any(t[2] for t in exponent_terms):
+            self.fail("$.cheap: stated false, but no cost term of the steps grows with T "
+                      "(the derivation is T-bounded)")
         return self.exponent(exponent_terms)
+
+    def label(self) -> None:
+        """A ``target`` that names a built-in must carry that built-in's tree: the name is what
+        a reader takes the verdict to be about."""
+        built = _builtin_tree(self.w.target)
+        if built is not None and built != self.w.tree:
+            self.fail(f"$.target: {_short(self.w.target)} names a built-in target whose tree is "
+                      "not the file's tree")
 
     def fits(self) -> None:
         w = self.w
@@ -742,6 +758,70 @@ def _terms(terms) -> str:
     return "[" + ", ".join(f"{law} = {v}" for law, v in sorted(terms)) + "]"
 
 
+# ---------------------------------------------------------------- built-in targets
+
+
+def _comparison_tree(name: str, order: int, rank: int = 1, key_dim: int = 1,
+                     op: str = "min") -> dict:
+    """A flat comparison, normalised: one reduction over its order variables when its order
+    is 1 or its rank >= 2, else a chain ``name``, ``g_name``, ``g2_name``, … (outermost first)."""
+    vs = [f"{name}#{i}" for i in range(1, order + 1)]
+    node: dict = {"op": "score", "name": name, "args": vs}
+    if order == 1 or rank > 1:
+        return {"op": op, "over": vs, "name": name, "rank": rank, "key_dim": key_dim, "of": node}
+    for j in range(order - 1, -1, -1):
+        label = name if j == 0 else (f"g_{name}" if j == 1 else f"g{j}_{name}")
+        node = {"op": op, "over": [vs[j]], "name": label, "rank": 1, "key_dim": key_dim,
+                "of": node}
+    return node
+
+
+def _alternation_tree(k: int) -> dict:
+    def red(i: int, body: dict) -> dict:
+        return {"op": "min" if i % 2 else "max", "over": [f"t{i}"], "name": f"a{i}", "rank": 1,
+                "key_dim": 1, "of": body}
+
+    def score(i: int) -> dict:
+        return {"op": "score", "name": f"f{i}", "args": [f"t{i - 1}", f"t{i}"] if i > 1 else ["t1"]}
+
+    if k == 1:
+        return red(1, score(1))
+    node = red(k, score(k))
+    for i in range(k - 1, 1, -1):
+        node = red(i, {"op": "sum", "of": [score(i), node]})
+    return red(1, node)
+
+
+def _builtin_tree(spec: str) -> dict | None:
+    """The normalised tree of the built-in target ``spec`` names (docs/infoflow.md,
+    "Built-ins"), or None when ``spec`` is not a built-in's name."""
+    if spec == "pairwise-min":
+        return _comparison_tree("pmin", 2)
+    if spec == "triangle-center":
+        return _comparison_tree("tri", 3)
+    family, _, rest = spec.partition(":")
+    allowed = {"kth-largest": ("k", "n"), "intrinsic-dim": ("D",), "alternation": ("k",)}
+    if family not in allowed:
+        return None
+    p: dict[str, int] = {}
+    for piece in filter(None, (x.strip() for x in rest.split(","))):
+        key, eq, raw = piece.partition("=")
+        try:
+            p[key] = int(raw)
+        except ValueError:
+            return None
+        if not eq or key not in allowed[family] or p[key] < 1:
+            return None
+    if family == "kth-largest" and "k" in p:
+        return _comparison_tree("kth", 1, p["k"], p.get("n", 1), "max")
+    if family == "intrinsic-dim" and "D" in p and p["D"] <= 5000:
+        kids = [_comparison_tree(f"m{i}", 2) for i in range(1, p["D"] + 1)]
+        return kids[0] if len(kids) == 1 else {"op": "sum", "of": kids}
+    if family == "alternation" and "k" in p and p["k"] <= MAX_DEPTH // 2:
+        return _alternation_tree(p["k"])
+    return None
+
+
 # ---------------------------------------------------------------- entry points
 
 
@@ -761,7 +841,8 @@ def check_document(name: str, data: object, proofs: bool = True) -> Report:
     w = read_witness(name, data)
     c = _Checker(w)
     exponent = c.run()
-    report = Report(False, c.errors, exponent, None if exponent is None else w.cheap)
+    bounded = None if exponent is None else not any(t[2] for t in c.terms)
+    report = Report(False, c.errors, exponent, bounded)
     if proofs:
         for i, (claim, smt2) in enumerate(w.proofs, 1):
             answer = _rerun(smt2)

@@ -447,6 +447,10 @@ def target_from_json(file: str, data: object) -> Target:
     name = data.get("name", Path(file).stem)
     if type(name) is not str or not name or len(name) > 200:
         raise InputError(f"{file}: $.name: expected a non-empty string, got {_show(name)}")
+    if _is_builtin(name):  # a witness names its target: the name must say which tree it is
+        where = "$.name" if "name" in data else "$ (the name defaults to the file's stem)"
+        raise InputError(f"{file}: {where}: {_show(name)} is a built-in target's name; "
+                         "give the tree another name")
     if "tree" in data:
         if "comparisons" in data or "combine" in data:
             raise InputError(f"{file}: $: give either \"tree\" or \"comparisons\", not both")
@@ -465,6 +469,14 @@ def target_from_json(file: str, data: object) -> Target:
                                     for i, o in enumerate(items)), combine)
     _unique_names(file, target)
     return target
+
+
+def _is_builtin(spec: str) -> bool:
+    try:
+        builtin_target(spec)
+    except InputError:
+        return False
+    return True
 
 
 def _unique_names(file: str, target: Target) -> None:
