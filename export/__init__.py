@@ -1,5 +1,5 @@
-"""Export a tfcert model to PyTorch, save it without pickle, load it in a notebook,
-and measure how far a float run lands from the exact output (docs/export.md).
+"""Export a tfcert model to PyTorch (saved without pickle, loaded in a notebook) or to ONNX
+(``tfcert.export.onnxgraph``), and measure how far a float run lands from the exact output (docs/export.md).
 
     import tfcert.export as tx
     module = tx.load("model.pt")                      # a torch.nn.Module, eval mode, on the CPU
@@ -23,8 +23,8 @@ from tfcert.export.rounding import as_fraction, round_to
 NEED_TORCH = "export needs PyTorch: pip install torch==2.13.0 'tfcert[export]'"
 ROUNDING = "nearest-even from the exact rationals"
 
-__all__ = ["to_torch", "save", "load", "encode", "max_deviation", "exact_outputs", "certified_bound", "round_to",
-           "NEED_TORCH"]
+__all__ = ["to_torch", "parameters", "save", "load", "encode", "rounded_array", "max_deviation", "exact_outputs",
+           "certified_bound", "round_to", "NEED_TORCH"]
 
 
 def _torch():
@@ -62,26 +62,23 @@ def _rounded(values, dtype: str, where: str) -> list[float]:
     return out
 
 
-def to_torch(model, dtype="float64", name: str = "model", sha256: str | None = None):
-    """A ``torch.nn.Module`` computing ``model`` (a ``tfcert.verify.formats.Model`` or a model.json path)
-    in ``dtype`` (float64 / float32, a name or a torch dtype). Every parameter is the exact rational rounded
-    once to the nearest number of the dtype (ties to even); one that overflows is an InputError naming it."""
-    torch = _torch()
+def parameters(model, dtype="float64", name: str = "model", sha256: str | None = None):
+    """``model``'s parameters, each exact rational rounded once to the nearest number of ``dtype`` (ties to
+    even), as float64 numpy arrays (exact: every such number is a float64): ``(blocks, temperature, meta)``
+    with ``blocks[k]`` keyed ``ff.eta``, ``ff.U``, … (the module's state_dict names without ``blocks.k.``),
+    ``temperature`` a 0-d array (softmax) or None, and ``meta`` the export file's ``__metadata__``. The torch
+    and ONNX exports both start here; a parameter that overflows is an InputError naming it."""
     import numpy as np
-
-    from tfcert.export.module import TORCH_DTYPES, Transformer
 
     if isinstance(model, (str, Path)):
         name = str(model)
     model, file_sha = _read_model(model)
     sha256 = sha256 or file_sha
     dt = _dtype_name(dtype)
-    tdt = TORCH_DTYPES[dt]
     d = model.d
 
     def tensor(values, shape, where):
-        flat = np.array(_rounded(values, dt, f"{name}: {where}"), dtype=np.float64).reshape(shape)
-        return torch.from_numpy(flat).to(tdt)  # exact: every value is already a number of the dtype
+        return np.array(_rounded(values, dt, f"{name}: {where}"), dtype=np.float64).reshape(shape)
 
     def matrix(rows, cols, where):
         return tensor([x for r in rows for x in r], (len(rows), cols), where)
@@ -110,7 +107,26 @@ def to_torch(model, dtype="float64", name: str = "model", sha256: str | None = N
     if sha256:
         meta["model_sha256"] = sha256
     meta["rounding"] = ROUNDING
-    return Transformer(d, model.attention, blocks, temperature, meta).eval()
+    return blocks, temperature, meta
+
+
+def to_torch(model, dtype="float64", name: str = "model", sha256: str | None = None):
+    """A ``torch.nn.Module`` computing ``model`` (a ``tfcert.verify.formats.Model`` or a model.json path)
+    in ``dtype`` (float64 / float32, a name or a torch dtype). Every parameter is the exact rational rounded
+    once to the nearest number of the dtype (ties to even); one that overflows is an InputError naming it."""
+    torch = _torch()
+    from tfcert.export.module import TORCH_DTYPES, Transformer
+
+    dt = _dtype_name(dtype)
+    blocks, temperature, meta = parameters(model, dt, name, sha256)
+    tdt = TORCH_DTYPES[dt]
+
+    def tensor(array):
+        return torch.from_numpy(array).to(tdt)  # exact: every value is already a number of the dtype
+
+    blocks = [{key: tensor(a) for key, a in t.items()} for t in blocks]
+    temperature = None if temperature is None else tensor(temperature)
+    return Transformer(int(meta["d"]), meta["attention"], blocks, temperature, meta).eval()
 
 
 def encode(sequence, dtype="float64", device=None):
@@ -127,11 +143,18 @@ def encode(sequence, dtype="float64", device=None):
         return sequence.to(device=device, dtype=tdt)
     if isinstance(sequence, np.ndarray) and sequence.dtype.kind in "fiu":
         return torch.as_tensor(sequence).to(device=device, dtype=tdt)
-    name = "float64" if tdt == torch.float64 else "float32"
-    rows = [[round_to(x, name) for x in token] for token in sequence]
-    width = len(rows[0]) if rows else 0
-    flat = np.array(rows, dtype=np.float64).reshape(len(rows), width)
+    flat = rounded_array(sequence, _dtype_name(tdt))
     return torch.from_numpy(flat).to(device=device, dtype=tdt)
+
+
+def rounded_array(sequence, dtype: str):
+    """One sequence of exact numbers as an (n, d) float64 numpy array whose entries are the numbers rounded
+    once to ``dtype`` (so converting it to ``dtype`` is exact)."""
+    import numpy as np
+
+    rows = [[round_to(x, dtype) for x in token] for token in sequence]
+    width = len(rows[0]) if rows else 0
+    return np.array(rows, dtype=np.float64).reshape(len(rows), width)
 
 
 # ---------------------------------------------------------------- files
@@ -257,22 +280,27 @@ def max_deviation(module, model, dataset, exact: bool = False):
     """max over every output token of every input sequence of ‖module(x) − exact(x)‖_∞.
 
     ``model``: the Model (or model.json path) the module was exported from; ``dataset``: a Dataset, a
-    dataset.json path, or a list of sequences of exact numbers. Inputs are rounded to the module's dtype
-    exactly. The exact output is the verifier's replay; where it is a softmax enclosure rather than a point,
+    dataset.json path, or a list of sequences of exact numbers. ``module`` is a torch module or an
+    onnxruntime ``InferenceSession`` of an ONNX export (run one sequence at a time). Inputs are rounded to
+    the module's dtype exactly. The exact output is the verifier's replay; where it is a softmax enclosure rather than a point,
     the distance to the farthest point of the enclosure is taken (an upper bound). The result is computed
     in exact rationals and rounded *up* to a float (``exact=True``: the Fraction itself), so
     ``max_deviation(...) <= bound`` implies the exact deviation is within ``bound``; inf when an output is
     not finite."""
-    torch = _torch()
     from flint import fmpq
 
     from tfcert.verify.enclose import coordinate_range, is_point
 
     sequences = _dataset(dataset)
     finals = exact_outputs(model, sequences)
-    with torch.no_grad():
-        outputs = module([encode(s, module.dtype, module.device) for s in sequences])
-    flat = [row for out in outputs for row in out.detach().cpu().to(torch.float64).tolist()]
+    if hasattr(module, "get_inputs"):  # an onnxruntime InferenceSession
+        from tfcert.export.onnxgraph import run_session
+        flat = [row for s in sequences for row in run_session(module, s)]
+    else:
+        torch = _torch()
+        with torch.no_grad():
+            outputs = module([encode(s, module.dtype, module.device) for s in sequences])
+        flat = [row for out in outputs for row in out.detach().cpu().to(torch.float64).tolist()]
     assert len(flat) == len(finals)
     worst = fmpq(0)
     for got, want in zip(flat, finals):

@@ -374,3 +374,112 @@ def test_certified_bound_reads_float_claims(tmp_path):
     assert tx.certified_bound(path, "float64") == Fraction(1, 10 ** 6)
     assert tx.certified_bound(json.dumps(cert).encode(), "float32") == Fraction(3, 100)
     assert tx.certified_bound({"phases": []}, "float32") is None
+
+
+# ---------------------------------------------------------------- ONNX
+
+@pytest.fixture(scope="module")
+def ort():
+    pytest.importorskip("onnx")
+    return pytest.importorskip("onnxruntime")
+
+
+def _session(ort, data: bytes):
+    """Graph optimizations off: a fusion may round where the model's formulas do not (docs/export.md)."""
+    options = ort.SessionOptions()
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    return ort.InferenceSession(data, options, providers=["CPUExecutionProvider"])
+
+
+@pytest.mark.parametrize("attention", ["hardmax", "softmax"])
+def test_onnx_dyadic_model_is_exact(ort, attention):
+    """The dyadic model's float run is exact, so any departure from the format's formulas shows: argmax sets
+    of 1, 2 and 4 tokens averaged, low-rank A and V, η and ρ ≠ 1, softmax at τ = 1/3; sequences of 1 to 4
+    tokens through one graph (the dynamic axis n)."""
+    import tfcert.export as tx
+    from tfcert.export.onnxgraph import to_onnx
+
+    model = _model(_dyadic_model(attention))
+    for dtype in ("float64", "float32"):
+        session = _session(ort, to_onnx(model, dtype))
+        assert session.get_inputs()[0].shape == ["n", 2] and session.get_outputs()[0].shape == ["n", 2]
+        assert tx.max_deviation(session, model, DYADIC_INPUTS) == 0.0
+
+
+def test_onnx_softmax_divides_scores_by_the_temperature(ort):
+    """Softmax with scores that matter (A = I/2, τ = 1/3): the weights are irrational, so the run is not
+    exact, but it stays within a few ulps of the exact replay's enclosures."""
+    import tfcert.export as tx
+    from tfcert.export.onnxgraph import to_onnx
+
+    doc = _dyadic_model("softmax")
+    doc["blocks"] = [json.loads(json.dumps(b)) for b in doc["blocks"]]
+    for block in doc["blocks"]:
+        block["sa"]["A"] = _lr("1/2", [(["0", "1/4"], ["1", "0"])])
+    model = _model(doc)
+    for dtype, tolerance in (("float64", 1e-13), ("float32", 1e-5)):
+        dev = tx.max_deviation(_session(ort, to_onnx(model, dtype)), model, DYADIC_INPUTS)
+        assert 0 < dev <= tolerance, (dtype, dev)
+
+
+def _onnx_bundles(small_bundles):
+    """(name, model.json bytes, dataset, certificate bytes) of the example bundles and the constructed ones."""
+    from tfcert.verify.formats import load_document, read_dataset
+
+    out = [(p.name, (p / "model.json").read_bytes(), read_dataset(load_document(p / "dataset.json")),
+            (p / "certificate.json").read_bytes()) for p in BUNDLES]
+    out += [(name, b.files["model.json"], b.dataset, b.files["certificate.json"]) for name, b in small_bundles.items()]
+    return out
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+def test_onnx_runs_within_the_certified_bounds(ort, small_bundles, dtype):
+    """Every example bundle and the constructed ones, exported to ONNX and run by onnxruntime on every
+    sequence of the dataset (inputs rounded once from the exact rationals): the deviation from the exact
+    outputs is within the certificate's float claim for the format, where it makes one — at least one
+    bundle per format does."""
+    import tfcert.export as tx
+    from tfcert.export.onnxgraph import to_onnx
+    from tfcert.verify.formats import parse_document, read_model
+
+    checked = []
+    for name, model_bytes, dataset, certificate in _onnx_bundles(small_bundles):
+        bound = tx.certified_bound(certificate, dtype)
+        if bound is None:
+            continue
+        model = read_model(parse_document("model.json", model_bytes))
+        dev = tx.max_deviation(_session(ort, to_onnx(model, dtype)), model, dataset, exact=True)
+        assert dev <= bound, (name, dtype, float(dev), float(bound))
+        checked.append(name)
+    assert checked, f"no bundle carries a {dtype} claim"
+
+
+def test_onnx_cli_round_trip(ort, tmp_path, capsys):
+    import onnx
+
+    bundle = REPO / "certificates" / "demo-softmax"
+    out, again = tmp_path / "model.onnx", tmp_path / "again.onnx"
+    for path in (out, again):
+        assert main(["export", str(bundle / "model.json"), "-o", str(path), "--onnx", "--dtype", "float32"]) == 0
+    assert capsys.readouterr().out.startswith(f"wrote {out}: float32, 15 blocks, softmax, ")
+    assert out.read_bytes() == again.read_bytes()  # deterministic
+    proto = onnx.load(str(out))
+    onnx.checker.check_model(proto, full_check=True)
+    meta = {p.key: p.value for p in proto.metadata_props}
+    assert meta["format"] == "tfcert.onnx/1" and meta["dtype"] == "float32"
+    assert meta["model_sha256"] == hashlib.sha256((bundle / "model.json").read_bytes()).hexdigest()
+    assert meta["temperature"] == json.loads((bundle / "model.json").read_text())["temperature"]
+    assert [i.name for i in proto.graph.input] == ["x"] and [o.name for o in proto.graph.output] == ["y"]
+    from onnx.tools.update_model_dims import update_inputs_outputs_dims  # a static shape, for tools needing one
+    fixed = update_inputs_outputs_dims(proto, {"x": [3, 2]}, {"y": [3, 2]})
+    onnx.checker.check_model(fixed, full_check=True)
+    y = _session(ort, fixed.SerializeToString()).run(["y"], {"x": np.zeros((3, 2), np.float32)})[0]
+    assert y.shape == (3, 2) and y.dtype == np.float32
+
+
+def test_onnx_missing_is_one_error_line(monkeypatch, capsys, tmp_path):
+    monkeypatch.setitem(sys.modules, "onnx", None)  # `import onnx` now raises ImportError
+    out = tmp_path / "m.onnx"
+    assert main(["export", str(REPO / "certificates" / "demo-hardmax" / "model.json"), "-o", str(out), "--onnx"]) == 2
+    assert _error_lines(capsys.readouterr().err) == ["error: ONNX export needs onnx: pip install 'tfcert[onnx]'"]
+    assert not out.exists()

@@ -242,14 +242,20 @@ def cmd_export(args) -> int:
         raise InputError(f"{args.output}: is the input model; refusing to overwrite it")
     doc = load(args.model, "model")
     model = read_model(doc)
-    import tfcert.export as tx  # torch is imported only here: its absence is one error line
+    import tfcert.export as tx  # torch / onnx are imported only here: their absence is one error line
 
-    tx._torch()
-    module = tx.to_torch(model, args.dtype, name=args.model, sha256=doc.sha256)
-    data = tx._module_bytes(module)
+    if args.onnx:
+        from tfcert.export.onnxgraph import to_onnx
+
+        data = to_onnx(model, args.dtype, name=args.model, sha256=doc.sha256)
+        reader = "onnxruntime.InferenceSession"
+    else:
+        tx._torch()
+        data = tx._module_bytes(tx.to_torch(model, args.dtype, name=args.model, sha256=doc.sha256))
+        reader = "tfcert.export.load"
     tx.write_atomic(args.output, data)
     print(f"wrote {args.output}: {args.dtype}, {len(model.blocks)} blocks, {model.attention}, "
-          f"sha256 {hashlib.sha256(data).hexdigest()[:16]}… (load with tfcert.export.load)")
+          f"sha256 {hashlib.sha256(data).hexdigest()[:16]}… (load with {reader})")
     return 0
 
 
@@ -358,11 +364,12 @@ def build_parser() -> argparse.ArgumentParser:
     p = command("schema", "print the JSON Schema of a file format or of a --json output", cmd_schema)
     p.add_argument("name", nargs="?", metavar="NAME", help="a schema name; without it, list the names")
 
-    p = command("export", "write a model as a PyTorch module file (tfcert.export.load reads it)", cmd_export)
+    p = command("export", "write a model as a PyTorch module file or an ONNX model (docs/export.md)", cmd_export)
     p.add_argument("model", metavar="MODEL", help="the model file (tfcert.model/1)")
     p.add_argument("-o", "--output", required=True, metavar="FILE", help="the module file to write")
     fmt = p.add_mutually_exclusive_group(required=True)
     fmt.add_argument("--torch", action="store_true", help="PyTorch (safetensors layout, no pickle; docs/export.md)")
+    fmt.add_argument("--onnx", action="store_true", help="ONNX (opset 17; input x [n, d], output y [n, d])")
     p.add_argument("--dtype", choices=["float64", "float32"], default="float64",
                    help="parameters rounded once from the exact rationals to this format (default float64)")
 
