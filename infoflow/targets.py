@@ -146,9 +146,10 @@ class Target:
         return self.calc.dimension
 
     def comparison_number(self, T: int) -> int:
-        """How many token tuples the target compares at sequence length T: for each reduction,
-        the assignments of its free variables (ordered distinct tokens) times its candidates."""
-        return _count(self.root, T)
+        """How many token tuples the target compares at sequence length T: for each reduction
+        of the flattened tree (``flattened``: equivalent trees count alike), the assignments of
+        its free variables (ordered distinct tokens) times its candidates."""
+        return _count(flattened(self.root), T)
 
     def min_T(self) -> int:
         """The least T at which every reduction has enough candidates and every fixed position
@@ -186,6 +187,21 @@ def _free(node: Node) -> frozenset[str]:
     if isinstance(node, Reduce):
         return _free(node.of) - set(node.over)
     return frozenset().union(*(_free(c) for c in node.of))
+
+
+def flattened(node: Node) -> Node:
+    """The tree with nested like reductions merged, for counting: a rank-1 min (max) whose whole
+    body is a rank-1 min (max) becomes one reduction over both variable lists (min_t min_s
+    f(t, s) compares the same token pairs as min over {t, s}). Combinations compare no tokens
+    (their count is their parts'), so a sum of a sum, a min of a min needs no merging."""
+    if isinstance(node, Reduce):
+        body = flattened(node.of)
+        if node.rank == 1 and isinstance(body, Reduce) and body.op == node.op and body.rank == 1:
+            return Reduce(node.op, node.over + body.over, body.of, 1, node.key_dim, node.name)
+        return Reduce(node.op, node.over, body, node.rank, node.key_dim, node.name)
+    if isinstance(node, Combine):
+        return Combine(node.op, tuple(map(flattened, node.of)))
+    return node
 
 
 def _count(node: Node, T: int) -> int:

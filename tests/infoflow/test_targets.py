@@ -1,10 +1,13 @@
 """Comparison trees: built-ins, the JSON format, and validation naming file and JSON path."""
 import json
+from math import comb
 
 import pytest
+from hypothesis import given, strategies as st
 
 from tfcert.errors import InputError
-from tfcert.infoflow import Architecture, load_tree, parse_target, predict, replay
+from tfcert.infoflow import (Architecture, Comparison, Target, builtin_target, load_tree,
+                             parse_target, predict, replay)
 from tfcert.main import main
 
 
@@ -141,3 +144,29 @@ def test_expanded_comparisons_count_towards_the_depth_limit(tmp_path):
             node, {"op": "score", "name": "f", "args": [f"v{i}"]}]}}
     with pytest.raises(InputError, match="levels deep, more than 64"):
         load_tree(write(tmp_path, {"tree": node}))
+
+
+def test_equivalent_trees_have_one_comparison_number():
+    """min_t min_s f(t, s), min over {t, s} and the flat comparison compare the same token
+    pairs: C(16, 2) = 120 each (the nested form counted 16 + 16*15 = 256)."""
+    from tfcert.infoflow import Combine, Reduce, Score
+    nested = Target("n", tree=Reduce("min", ("t",), Reduce("min", ("s",), Score("f", ("t", "s")))))
+    pairs = Target("p", tree=Reduce("min", ("t", "s"), Score("f", ("t", "s"))))
+    flat = builtin_target("pairwise-min")
+    assert nested.comparison_number(16) == pairs.comparison_number(16) == flat.comparison_number(16) == 120
+    summed = Target("s", tree=Combine("sum", (Combine("sum", (nested.tree, pairs.tree)), flat.root)))
+    assert summed.comparison_number(16) == 360
+    mixed = Target("m", tree=Reduce("min", ("t",), Reduce("max", ("s",), Score("f", ("t", "s")))))
+    assert mixed.comparison_number(16) == 256  # min of max: a different target, not merged
+
+
+@given(st.integers(1, 5), st.integers(5, 40), st.sampled_from(["min", "max"]))
+def test_a_chain_of_like_reductions_counts_as_one_comparison(order, T, op):
+    from tfcert.infoflow import Reduce, Score
+    vs = tuple(f"v{i}" for i in range(order))
+    node = Score("f", vs)
+    for v in reversed(vs):
+        node = Reduce(op, (v,), node)
+    chain = Target("chain", tree=node)
+    flat = Target("flat", (Comparison("c", order, reduce=op),))
+    assert chain.comparison_number(T) == flat.comparison_number(T) == comb(T, order)
