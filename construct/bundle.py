@@ -99,11 +99,11 @@ def _no_interrupt():
 
 
 def write(files: dict[str, bytes], directory: str | Path, force: bool = False) -> None:
-    """Write every file into a temporary folder beside the bundle, then move
-    them in with SIGINT held: a new directory is one rename, an existing one
-    gets its files renamed together. The temporary folder is removed whatever
-    happens (an error, an interrupt). An existing bundle is replaced only with
-    ``force``."""
+    """Write every file (a bundle's, or plot's pictures) into a temporary
+    folder beside ``directory``, then move them in with SIGINT held: a new
+    directory is one rename, an existing one gets its files renamed together.
+    The temporary folder is removed whatever happens (an error, an
+    interrupt). An existing bundle is replaced only with ``force``."""
     out = Path(directory)
     if not force:
         refuse_to_replace(out, tuple(files))
@@ -112,7 +112,7 @@ def write(files: dict[str, bytes], directory: str | Path, force: bool = False) -
         out.parent.mkdir(parents=True, exist_ok=True)
         for name in files:
             if (out / name).is_dir():
-                raise InputError(f"{out / name}: is a directory; cannot write the bundle")
+                raise InputError(f"{out / name}: is a directory; cannot write the file")
         tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent))
         mask = os.umask(0)
         os.umask(mask)
@@ -127,7 +127,7 @@ def write(files: dict[str, bytes], directory: str | Path, force: bool = False) -
                 for name in files:
                     os.replace(tmp / name, out / name)
     except OSError as exc:
-        raise InputError(f"{directory}: cannot write the bundle: {exc.strerror or exc}") from None
+        raise InputError(f"{directory}: cannot write {', '.join(files)}: {exc.strerror or exc}") from None
     finally:
         if tmp is not None:
             shutil.rmtree(tmp, ignore_errors=True)

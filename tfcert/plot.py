@@ -9,6 +9,7 @@ checks the bundle; ``plot`` only replays and draws.
 """
 from __future__ import annotations
 
+import io
 import math
 from collections import defaultdict
 from dataclasses import dataclass
@@ -69,11 +70,20 @@ def snapshot_ends(spans: list[PhaseSpan], n_blocks: int) -> dict[int, str]:
     return {end: "after " + " + ".join(names[end]) for end in sorted(names)}
 
 
+LIMIT = 10**300  # the largest |coordinate| drawn: matplotlib's axis arithmetic overflows near float's range
+
+
+def shown(v: fmpq) -> float:
+    """A coordinate as drawn: exact values beyond ±LIMIT (1e400 has no float)
+    are drawn at ±LIMIT, the edge of what the axes can show."""
+    return float(max(-LIMIT, min(LIMIT, v)))
+
+
 def centre(x, d: int) -> tuple[float, ...]:
     """A point to draw for a token: itself, or the centre of its softmax enclosure."""
     if is_point(x):
-        return tuple(float(v) for v in x)
-    return tuple(float((lo + hi) / 2) for lo, hi in (coordinate_range(x, i) for i in range(d)))
+        return tuple(shown(v) for v in x)
+    return tuple(shown((lo + hi) / 2) for lo, hi in (coordinate_range(x, i) for i in range(d)))
 
 
 def trace(model: Model, dataset: Dataset, spans: list[PhaseSpan]) -> tuple[list[Shot], dict[int, fmpq]]:
@@ -95,20 +105,21 @@ def trace(model: Model, dataset: Dataset, spans: list[PhaseSpan]) -> tuple[list[
     return shots, gaps
 
 
-def margins(cert_value: dict) -> dict[str, dict[int, fmpq]]:
+def margins(cert_value: dict, name: str) -> dict[str, dict[int, fmpq]]:
     """Per block, the least of each margin a claim states (hat isolation
-    margins, separation gaps): what the construction keeps between tokens."""
+    margins, separation gaps): what the construction keeps between tokens.
+    A null margin (one token alone has no neighbour to keep away) is not drawn."""
     from tfcert.verify.numbers import parse_number
 
     out: dict[str, dict[int, fmpq]] = defaultdict(dict)
-    for phase in cert_value["phases"]:
-        for claim in phase.get("claims", []):
+    for p, phase in enumerate(cert_value["phases"]):
+        for c, claim in enumerate(phase.get("claims", [])):
             block = claim.get("block") if isinstance(claim, dict) else None
             if not isinstance(block, int):
                 continue
             for key, label in MARGIN_FIELDS.items():
-                if key in claim:
-                    value = parse_number(claim[key], f"certificate: {key}")
+                if claim.get(key) is not None:
+                    value = parse_number(claim[key], f"{name}: $.phases[{p}].claims[{c}].{key}")
                     if value > 0:
                         out[label][block] = min(value, out[label].get(block, value))
     return dict(out)
@@ -154,7 +165,15 @@ def _groups(seqs) -> dict:
     return out
 
 
-def token_picture(shots: list[Shot], dataset: Dataset, path: Path) -> None:
+def png(fig) -> bytes:
+    """A figure's PNG bytes; the figure is closed."""
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png", dpi=110)
+    _pyplot().close(fig)
+    return buffer.getvalue()
+
+
+def token_picture(shots: list[Shot], dataset: Dataset) -> bytes:
     """One panel per phase end; targets (squares) in the first and last panels."""
     from matplotlib.lines import Line2D
 
@@ -164,7 +183,7 @@ def token_picture(shots: list[Shot], dataset: Dataset, path: Path) -> None:
     height = 3.3 * rows + 0.8
     fig, axes = plt.subplots(rows, cols, figsize=(3.4 * cols, height), squeeze=False)
     colors = plt.get_cmap("tab10")
-    targets = _groups([[tuple(float(v) for v in y) for y in p.output] for p in dataset.pairs])
+    targets = _groups([[tuple(shown(v) for v in y) for y in p.output] for p in dataset.pairs])
     for n, ax in enumerate(axes.flat):
         if n >= len(shots):
             ax.axis("off")
@@ -187,12 +206,11 @@ def token_picture(shots: list[Shot], dataset: Dataset, path: Path) -> None:
                bbox_to_anchor=(0.5, 0.0))
     fig.suptitle("tokens of every sequence through the phases", fontsize=11)
     fig.tight_layout(rect=(0, 0.75 / height, 1, 0.97))
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    return png(fig)
 
 
 def profile_picture(spans: list[PhaseSpan], n_blocks: int, gaps: dict[int, fmpq],
-                    margin: dict[str, dict[int, fmpq]], path: Path) -> None:
+                    margin: dict[str, dict[int, fmpq]]) -> bytes:
     """log10 of each layer's least argmax gap and the claims' margins, phases shaded."""
     plt = _pyplot()
     fig, ax = plt.subplots(figsize=(max(6.0, min(14.0, 0.12 * n_blocks + 5)), 3.6))
@@ -214,8 +232,7 @@ def profile_picture(spans: list[PhaseSpan], n_blocks: int, gaps: dict[int, fmpq]
         ax.legend(fontsize=7, loc="best")
     ax.set_title("per-layer profile: what keeps tokens apart", fontsize=10, pad=14)
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    return png(fig)
 
 
 def plot_bundle(bundle: str | Path, output: str | Path) -> dict[str, Path]:
@@ -224,19 +241,26 @@ def plot_bundle(bundle: str | Path, output: str | Path) -> dict[str, Path]:
     cert_doc = load(bundle_file(bundle, "certificate"), "certificate")
     model, dataset = read_model(model_doc), read_dataset(dataset_doc)
     spans = phases(cert_doc.value, len(model.blocks), cert_doc.path)
-    return draw(model, dataset, cert_doc.value, spans, Path(output))
+    return draw(model, dataset, cert_doc.value, spans, Path(output), cert_doc.path)
 
 
-def draw(model: Model, dataset: Dataset, cert_value: dict, spans: list[PhaseSpan], out: Path) -> dict[str, Path]:
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise InputError(f"{out}: cannot create: {exc.strerror or exc}") from None
+def render(model: Model, dataset: Dataset, cert_value: dict, spans: list[PhaseSpan],
+           name: str = "certificate.json") -> dict[str, bytes]:
+    """Every picture as PNG bytes (picture name -> bytes); ``name`` is the
+    certificate's, for error messages."""
     shots, gaps = trace(model, dataset, spans)
-    files = {}
+    pictures = {}
     if model.d == 2:
-        files["phases"] = out / "phases.png"
-        token_picture(shots, dataset, files["phases"])
-    files["profile"] = out / "profile.png"
-    profile_picture(spans, len(model.blocks), gaps, margins(cert_value), files["profile"])
-    return files
+        pictures["phases"] = token_picture(shots, dataset)
+    pictures["profile"] = profile_picture(spans, len(model.blocks), gaps, margins(cert_value, name))
+    return pictures
+
+
+def draw(model: Model, dataset: Dataset, cert_value: dict, spans: list[PhaseSpan], out: Path,
+         name: str = "certificate.json") -> dict[str, Path]:
+    """Render every picture, then write them together (nothing is written on an error)."""
+    from tfcert.construct.bundle import write
+
+    pictures = render(model, dataset, cert_value, spans, name)
+    write({f"{k}.png": v for k, v in pictures.items()}, out, force=True)
+    return {k: out / f"{k}.png" for k in pictures}
