@@ -119,8 +119,10 @@ def test_trusted_base_stays_small():
     between layers, and each underflow of a score scaled by what multiplies it later). The limit
     went from 2130 to 2150 for what red-team passes asked for: those underflows, closed_form
     recomputed to its 24 bits, a hat that moves nothing refused, a path past MAX_VERTICES
-    enclosed by its box, the float analyses' replay stopped once none can give a bound."""
-    assert sum(code_lines(p) for p in SOURCES) < 2150
+    enclosed by its box, the float analyses' replay stopped once none can give a bound. Then to
+    2155 for the hook that hands each region query (its SMT-LIB2 text and z3's answer) to
+    observers outside the kernel, for --emit-smt and --cross-check (7 lines)."""
+    assert sum(code_lines(p) for p in SOURCES) < 2155
 
 
 def test_verify_imports_nothing_of_tfcert_outside_itself():

@@ -17,6 +17,7 @@ from typing import Callable
 from tfcert.verify.errors import InputError
 from tfcert.verify.claims import Context, argmax, clusters, exact, hat, separation, size, snap, tau_star, uniform
 from tfcert.verify.claims import float as float_claim
+from tfcert.verify import regions
 from tfcert.verify.evaluate import Replay, Step
 from tfcert.verify.formats import (CERTIFICATE_FORMAT, Document, array, check_format, fields, integer, load_document,
                                    number, obj, read_dataset, read_model)
@@ -163,6 +164,7 @@ def replay_claims(ctx: Context, claims: list[_Parsed], progress=None, observers:
                           (f"block {step.block} {step.layer}: tokens are enclosures, not exact points; "
                            f"a {item.module.KIND} claim cannot be checked there",))
         start = time.perf_counter()
+        regions.ASKING = item
         try:
             failures = tuple(item.module.check(item.claim, ctx, step))
         except ArithmeticError as exc:  # an enclosure out of range proves nothing

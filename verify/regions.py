@@ -21,6 +21,10 @@ from tfcert.verify.formats import FF
 from tfcert.verify.numbers import LIMITS
 
 Rows = tuple[tuple[fmpq, ...], ...]
+# Who else sees each query (--emit-smt, --cross-check; docs/certificates.md): callables
+# (claim, what, SMT-LIB2 text, z3's answer) returning a failure, which fails the claim, or None.
+OBSERVERS: list = []
+ASKING = None  # the claim whose check is running (check.py sets it): whose queries observers see
 
 
 def q(x: fmpq) -> z3.ArithRef:
@@ -33,25 +37,29 @@ def basis(rows: list[tuple[fmpq, ...]]) -> Rows:
     return tuple(tuple(reduced[i, j] for j in range(reduced.ncols())) for i in range(rank))
 
 
-def solve(s: z3.ArithRef, *constraints) -> tuple[str, object]:
+def solve(s: z3.ArithRef, *constraints) -> tuple[str, object, str]:
     """("unsat", None), ("sat", a value of s: fmpq when rational) or
-    ("unknown", None) when z3 gives no answer within LIMITS.z3_seconds."""
+    ("unknown", None) when z3 gives no answer within LIMITS.z3_seconds; then
+    the query's SMT-LIB2 text (z3 prints rationals exactly, as (/ p q))."""
     solver = z3.SolverFor("QF_LRA")
     solver.set("timeout", max(1, int(LIMITS.z3_seconds * 1000)))
     solver.add(*constraints)
-    result = solver.check()
+    result, text = solver.check(), "(set-logic QF_LRA)\n" + solver.to_smt2()
     if result != z3.sat:
-        return ("unsat" if result == z3.unsat else "unknown"), None
+        return ("unsat" if result == z3.unsat else "unknown"), None, text
     value = solver.model().eval(s, model_completion=True)
     if z3.is_rational_value(value):
         value = fmpq(value.numerator_as_long(), value.denominator_as_long())
-    return "sat", value
+    return "sat", value, text
 
 
-def explain(answer: tuple[str, object], what: str, at) -> str | None:
+def explain(answer: tuple[str, object, str], what: str, at) -> str | None:
     """None when the claim holds, else why not; ``at`` maps the value of z3's
     variable s to the t the claim speaks of."""
-    status, value = answer
+    status, value, text = answer
+    for observe in OBSERVERS:
+        if problem := observe(ASKING, what, text, status):
+            return problem
     if status == "unsat":
         return None
     if status == "sat":
@@ -83,7 +91,7 @@ def zero_outside(ff: FF, units: tuple[int, ...], lo: fmpq, hi: fmpq) -> str | No
 
 
 @lru_cache(maxsize=4096)
-def _zero_outside_unit(rows: Rows, offsets: tuple[fmpq, ...]) -> tuple[str, object]:
+def _zero_outside_unit(rows: Rows, offsets: tuple[fmpq, ...]) -> tuple[str, object, str]:
     """Σ_j row_j σ(s + offset_j) = 0 for every s ∉ (0, 1), for each row."""
     s = z3.Real("s")
     h = _relus(s, offsets)
@@ -110,7 +118,7 @@ def lands_on(ff: FF, units: tuple[int, ...], k: int, center: fmpq, radius: fmpq,
 
 
 @lru_cache(maxsize=4096)
-def _lands_on_unit(rows: Rows, offsets: tuple[fmpq, ...]) -> tuple[str, object]:
+def _lands_on_unit(rows: Rows, offsets: tuple[fmpq, ...]) -> tuple[str, object, str]:
     """a·s + Σ_j w_j σ(s + offset_j) + c = 0 for every s ∈ [−1, 1], for each row (a, w…, c)."""
     s = z3.Real("s")
     terms = [s] + _relus(s, offsets) + [z3.RealVal(1)]
