@@ -35,7 +35,7 @@ def json_out(argv: list, capsys) -> object:
 def test_every_schema_is_a_valid_schema():
     assert {"dataset", "model", "certificate", "verify-output", "audit-output", "construct-output", "check-output",
             "plot-output", "bench-output", "infoflow-predict-output", "infoflow-min-heads-output",
-            "infoflow-table-output", "experiment-output"} == set(names())
+            "infoflow-table-output", "experiment-output", "smt-index"} == set(names())
     for name in names():
         jsonschema.Draft202012Validator.check_schema(load_schema(name))
 

@@ -295,6 +295,29 @@ def _limit_option(p: argparse.ArgumentParser) -> None:
                    help="file_bytes, digits, bits or z3_seconds (docs/certificates.md, Limits); repeatable")
 
 
+def _solver_options(p: argparse.ArgumentParser, emit: bool = False) -> None:
+    """--emit-smt and --cross-check: the region queries seen by tfcert/smt.py (docs/certificates.md)."""
+    if emit:
+        p.add_argument("--emit-smt", metavar="DIR",
+                       help="also write every region query as an SMT-LIB2 file in DIR, with DIR/index.json")
+    p.add_argument("--cross-check", choices=["cvc5"],
+                   help="also answer every region query with cvc5 (pip install 'tfcert[cross-check]'): "
+                        "a claim fails unless both solvers answer alike")
+    p.set_defaults(region_observers=True)
+
+
+def _observed(args):
+    """The command runs with tfcert/smt.py watching the verifier's region queries, when asked to."""
+    import contextlib
+
+    emit, second = getattr(args, "emit_smt", None), getattr(args, "cross_check", None)
+    if not getattr(args, "region_observers", False) or (emit is None and second is None):
+        return contextlib.nullcontext()
+    from tfcert.smt import observing
+
+    return observing(emit, second)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="tfcert", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -338,6 +361,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help=JSON_HELP)
     p.add_argument("--junit", metavar="FILE", help="also write a JUnit XML report, one testcase per claim")
     _limit_option(p)
+    _solver_options(p, emit=True)
 
     p = command("audit", "audit any model against a dataset", cmd_audit)
     files(p, ("model", "dataset"))
@@ -348,6 +372,7 @@ def build_parser() -> argparse.ArgumentParser:
                         "the bound, or the first layer where none can be given and why (docs/float.md)")
     p.add_argument("-o", "--output", metavar="CERT", help="write a certificate of the audit")
     _limit_option(p)
+    _solver_options(p)
     p.add_argument("--json", action="store_true", help=JSON_HELP)
 
     p = command("check", "verify every bundle found under folders (for CI and pre-commit)", cmd_check)
@@ -355,6 +380,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="folders to search for bundles (default: the current folder)")
     p.add_argument("--json", action="store_true", help=JSON_HELP)
     p.add_argument("--junit", metavar="FILE", help="also write a JUnit XML report, one testsuite per bundle")
+    _solver_options(p)
 
     p = command("plot", "draw a bundle: tokens through the phases (d = 2), per-layer gaps and margins", cmd_plot)
     p.add_argument("bundle", metavar="BUNDLE", help="a bundle folder as construct writes it")
@@ -439,7 +465,8 @@ def main(argv: list[str] | None = None) -> int:
     set_quiet(args.quiet)
     try:
         _limits(getattr(args, "limit", None))
-        code = int(args.func(args))
+        with _observed(args):
+            code = int(args.func(args))
         sys.stdout.flush()  # a closed pipe shows up here, not at interpreter exit
         return code
     except BrokenPipeError:
