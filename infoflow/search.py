@@ -29,6 +29,7 @@ from tfcert.infoflow.witness import Derivation, HeadPlan, HeadUse, Step
 
 
 INFO_CAP = 4096  # past this many terms in one set, witnesses give information sets as unions
+LOGIC = "(set-logic QF_LIRA)\n"  # what a proof's text opens with: any SMT-LIB2 solver reads it alone
 
 
 def _q(x: Fraction, ctx: z3.Context) -> z3.ArithRef:
@@ -68,6 +69,7 @@ class _Encoding:
         self.B = z3.Real("B", ctx)
         false = z3.BoolVal(False, ctx)
         self._guards: dict = {}
+        self._plain: dict = {}  # an at-most's id -> (it, kept so the id is not reused; its SMT-LIB2 form)
         cons: list = [self.T >= T_from, self.B >= 0]
         X = {}
         for l in range(L + 1):
@@ -141,8 +143,16 @@ class _Encoding:
         for a in CLASSES:
             for b in CLASSES:
                 lits = groups[a, "max"] + groups[b, "kth"] + extra
-                out.append(z3.AtMost(*lits, m) if lits else z3.BoolVal(m >= 0, self.ctx))
+                out.append(self._at_most(lits, m) if lits else z3.BoolVal(m >= 0, self.ctx))
         return out
+
+    def _at_most(self, lits: list, m: int) -> z3.BoolRef:
+        """z3's at-most (its search is faster on it), kept with its SMT-LIB2 form, a sum of 0/1
+        terms (at-most is z3's own), for the proofs' texts."""
+        bound = z3.AtMost(*lits, m)
+        one, zero = z3.IntVal(1, self.ctx), z3.IntVal(0, self.ctx)
+        self._plain[bound.get_id()] = (bound, z3.Sum([z3.If(b, one, zero) for b in lits]) <= m)
+        return bound
 
     def needed(self, plan: list[dict]) -> list[int]:
         """The heads each layer of a plan uses."""
@@ -190,16 +200,17 @@ class _Encoding:
             self.solver.pop()
 
     def unsat_query(self, *extra) -> str:
-        """The SMT-LIB2 text of this query plus ``extra``; checked unsat before it is returned."""
-        self.solver.push()
-        self.solver.add(*extra)
-        try:
-            result = self.solver.check()
-            if result != z3.unsat:
-                raise AssertionError(f"expected unsat, z3 says {result}")
-            return self.solver.to_smt2()
-        finally:
-            self.solver.pop()
+        """The SMT-LIB2 text of this query plus ``extra``, at-most written as sums (the text any
+        SMT-LIB2 solver reads); the query of that text is checked unsat before it is returned."""
+        plain = z3.Solver(ctx=self.ctx)  # head bounds are asserted alone, never inside another term
+        plain.add([self._plain.get(a.get_id(), (a, a))[1] for a in [*self.solver.assertions(), *extra]])
+        result = plain.check()
+        if result != z3.unsat:
+            raise AssertionError(f"expected unsat, z3 says {result}")
+        text = plain.to_smt2()
+        if "(_ at-most" in text:
+            raise AssertionError("an at-most inside another term: not SMT-LIB2")
+        return LOGIC + text
 
     def least_heads(self, l: int) -> int:
         """The least head count of layer l+1 that keeps the query sat (bisection from the

@@ -196,3 +196,30 @@ def test_cvc5_reads_only_one_query():
     pytest.importorskip("cvc5")
     assert smt.cvc5_answer("(set-logic QF_LRA)\n(check-sat)\n(check-sat)\n", 5).startswith("not one query")
     assert smt.cvc5_answer("(set-logic QF_LRA)\n(assert (frobnicate))\n", 5).startswith("not a query")
+
+
+# ---------------------------------------------------------------- InfoFlow's proofs
+
+
+def infoflow_proofs() -> list:
+    from tfcert.infoflow import Architecture, builtin_target, min_heads, predict
+
+    return [*predict(builtin_target("pairwise-min"), Architecture(16, heads=(1, 1))).proofs,
+            *min_heads(builtin_target("intrinsic-dim:D=3"), 16, 2).proofs]
+
+
+def test_infoflow_proofs_are_plain_smtlib():
+    """The search's proofs open with their logic and hold no z3-only term (its at-most, which
+    the head bounds use in the search), so any SMT-LIB2 solver reads them; z3 re-reads them unsat."""
+    proofs = infoflow_proofs()
+    assert any("heads in layer" in p.claim or "head(s) in layer" in p.claim for p in proofs)
+    for p in proofs:
+        assert p.smt2.startswith("(set-logic QF_LIRA)\n") and "at-most" not in p.smt2, p.claim
+        solver = z3.Solver()
+        solver.from_string(p.smt2)
+        assert solver.check() == z3.unsat, p.claim
+
+
+def test_cvc5_answers_infoflow_proofs_unsat():
+    pytest.importorskip("cvc5")
+    assert all(smt.cvc5_answer(p.smt2, 60) == "unsat" for p in infoflow_proofs())
