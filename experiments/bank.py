@@ -28,56 +28,10 @@ the output, so the function is unchanged.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 
 import torch
 
-MLPS = ("relu", "bilinear")
-
-
-@dataclass(frozen=True)
-class Shape:
-    """What every member of a bank shares (the padded sizes)."""
-
-    d: int
-    E: int
-    layers: int
-    heads: int  # heads per layer, the most any member uses
-    head_dim: int = 8
-    hidden: int = 256  # MLP width, the most any member uses
-    mlp: str = "relu"
-    init_scale: float = 1.0  # multiplies every initial weight and bias
-
-    def __post_init__(self) -> None:
-        if self.mlp not in MLPS:
-            raise ValueError(f"mlp={self.mlp!r}: expected one of {MLPS}")
-
-    def to_json(self) -> dict:
-        return {"d": self.d, "E": self.E, "layers": self.layers, "heads": self.heads,
-                "head_dim": self.head_dim, "hidden": self.hidden, "mlp": self.mlp, "init_scale": self.init_scale}
-
-
-@dataclass(frozen=True)
-class Member:
-    """One model of a bank: heads and MLP width per layer (len(heads) = its depth), the seed of
-    its initialisation, which task, data stream and target column it trains on, its rate."""
-
-    heads: tuple[int, ...]
-    hidden: tuple[int, ...]
-    seed: int = 0
-    task: int = 0  # index into the tasks the bank trains on (e.g. one per T)
-    stream: int = 0  # index of the data stream (one per data seed)
-    column: int = 0  # index of the task's output column
-    lr: float = 2e-3
-
-    def parameters(self, shape: Shape) -> int:
-        """The parameter count of the model this member stands for."""
-        E, a = shape.E, shape.head_dim
-        n = shape.d * E + E + E + E + 1  # embedding, readout vector, linear read-out
-        for h, f in zip(self.heads, self.hidden):
-            n += 3 * (E * h * a + h * a) + h * a * E + E  # q, k, v, output projection
-            n += (2 if shape.mlp == "relu" else 3) * E * f + f * (1 if shape.mlp == "relu" else 2) + E
-        return n
+from tfcert.experiments.spec import Member, Shape
 
 
 def _layout(shape: Shape) -> list[tuple[str, tuple[int, ...], int]]:

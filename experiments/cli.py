@@ -5,7 +5,8 @@ a set loss plus ε‖θ‖², against the bound ε‖θ_c‖² of the certified 
 
 Importing this module must not import torch (the main CLI imports it on every start): torch is
 imported inside the command, and its absence is one ``error:`` line (exit 2). ``--from FILE``
-summarises the records of an earlier run (a ``sweep.py`` output) instead of training.
+summarises the records of an earlier run (a ``sweep.py`` output) instead of training, and needs
+no torch.
 """
 from __future__ import annotations
 
@@ -102,10 +103,6 @@ def read_records(path: str) -> tuple[list[dict], dict]:
 def _run(args: argparse.Namespace) -> int:
     if args.seed < 0:
         raise InputError(f"--seed: must be an integer >= 0, got {args.seed}")
-    try:
-        import torch
-    except ImportError:
-        raise InputError(NEED_TORCH) from None
     from tfcert.experiments.report import check_writable
 
     module = import_module(f"tfcert.experiments.{MODULES[args.experiment]}")
@@ -120,6 +117,10 @@ def _run(args: argparse.Namespace) -> int:
         check_writable(out)
         device = meta.get("hardware") or records[0].get("device", "unknown device")
     else:
+        try:
+            import torch
+        except ImportError:
+            raise InputError(NEED_TORCH) from None
         from tfcert.experiments import jobs
 
         dev = _device(torch, args.device)

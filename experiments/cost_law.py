@@ -17,10 +17,8 @@ import math
 from dataclasses import dataclass
 from itertools import groupby
 
-from tfcert.experiments.bank import Member, Shape
-from tfcert.experiments.jobs import Job, TaskSpec
 from tfcert.experiments.report import Result, Series, Spread, Table, steps_text
-from tfcert.experiments.train import TrainConfig
+from tfcert.experiments.spec import Job, Member, Shape, TaskSpec, TrainConfig
 
 NAME = "cost-law"
 D_IN = 2

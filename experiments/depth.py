@@ -14,10 +14,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from itertools import groupby
 
-from tfcert.experiments.bank import Member, Shape
-from tfcert.experiments.jobs import Job, TaskSpec
 from tfcert.experiments.report import Result, Series, Spread, Table, steps_text
-from tfcert.experiments.train import TrainConfig
+from tfcert.experiments.spec import Job, Member, Shape, TaskSpec, TrainConfig
 
 NAME = "depth"
 D_IN = 2

@@ -1,6 +1,7 @@
-"""A job: one bank of models (bank.py) with its tasks and training, and its results as records.
+"""Running a job (spec.py): one bank of models (bank.py) with its tasks and training, and its
+results as records.
 
-Jobs are plain data, so a grid can be run here one job after another (``tfcert experiment``)
+Jobs are plain data (spec.py), so a grid can be run here one job after another (``tfcert experiment``)
 or as parallel processes on a GPU (sweep.py), and summarised later from the records alone. A
 record is one trained model: its tags (what the experiment needs to group it: D, head pattern,
 variant …), its architecture, parameter count, T, seed, held-out NMSE and NMSE curve, steps and
@@ -9,60 +10,33 @@ seconds. Nothing here imports InfoFlow (z3): predictions are attached when summa
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
 
 import torch
 
-from tfcert.experiments.bank import Bank, Member, Shape
+from tfcert.experiments.bank import Bank
+from tfcert.experiments.spec import Job, TaskSpec
 from tfcert.experiments.targets import Task, intrinsic_task, pairwise_task, triangle_task
-from tfcert.experiments.train import Log, TrainConfig, train_bank
+from tfcert.experiments.train import Log, train_bank
 
 DTYPES = {"float32": torch.float32, "float64": torch.float64}
 
 
-@dataclass(frozen=True)
-class TaskSpec:
-    """A task by name, so jobs stay plain data: ``intrinsic`` (columns D = 1..D_max),
-    ``pairwise`` (d), ``triangle``."""
-
-    kind: str
-    T: int
-    D_max: int = 6
-    d: int = 2
-    scale: float = 1.0
-
-    def build(self) -> Task:
-        if self.kind == "intrinsic":
-            return intrinsic_task(self.T, self.D_max, self.scale)
-        if self.kind == "pairwise":
-            return pairwise_task(self.T, self.d)
-        if self.kind == "triangle":
-            return triangle_task(self.T)
-        raise ValueError(f"unknown task kind {self.kind!r}")
-
-
-@dataclass(frozen=True)
-class Job:
-    experiment: str
-    name: str
-    shape: Shape
-    members: tuple[Member, ...]
-    tags: tuple[dict, ...]  # one per member: how the experiment groups it
-    tasks: tuple[TaskSpec, ...]
-    streams: tuple[int, ...]  # data seeds
-    train: TrainConfig
-    dtype: str = "float32"
-    meta: dict = field(default_factory=dict)
-
-    def __post_init__(self) -> None:
-        assert len(self.tags) == len(self.members), "one tag per member"
+def build_task(spec: TaskSpec) -> Task:
+    """The torch task a ``TaskSpec`` names."""
+    if spec.kind == "intrinsic":
+        return intrinsic_task(spec.T, spec.D_max, spec.scale)
+    if spec.kind == "pairwise":
+        return pairwise_task(spec.T, spec.d)
+    if spec.kind == "triangle":
+        return triangle_task(spec.T)
+    raise ValueError(f"unknown task kind {spec.kind!r}")
 
 
 def run_job(job: Job, device: torch.device, log: Log, deadline: float | None = None) -> list[dict]:
     """Train the job's bank; one record per member."""
     start = time.perf_counter()
     bank = Bank(job.shape, job.members, device, DTYPES[job.dtype])
-    tasks = tuple(t.build() for t in job.tasks)
+    tasks = tuple(build_task(t) for t in job.tasks)
     trained = train_bank(bank, tasks, job.streams, job.train, log, job.name, deadline)
     seconds = time.perf_counter() - start
     records = []

@@ -28,7 +28,8 @@ import torch
 
 from tfcert.experiments.cost_law import fit_slope
 from tfcert.experiments.report import Result, Series, Spread, Table
-from tfcert.experiments.train import Log, TrainConfig, optimise
+from tfcert.experiments.spec import TrainConfig
+from tfcert.experiments.train import Log, optimise
 from tfcert.export.rounding import as_fraction, round_to
 
 NAME = "regularization"

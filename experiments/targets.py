@@ -27,10 +27,9 @@ from dataclasses import dataclass, replace
 import numpy as np
 import torch
 
+from tfcert.experiments.spec import INTRINSIC_D_IN, TRIANGLE_D_IN
+
 MATRIX_SEED = 2605_17930
-INTRINSIC_D_IN = 4
-MAX_INTRINSIC_DIM = INTRINSIC_D_IN * (INTRINSIC_D_IN - 1) // 2
-TRIANGLE_D_IN = 2
 
 
 def intrinsic_matrices(D: int, d: int = INTRINSIC_D_IN) -> torch.Tensor:

@@ -29,28 +29,11 @@ from dataclasses import dataclass, field
 import torch
 
 from tfcert.experiments.bank import Bank
+from tfcert.experiments.spec import TrainConfig
 from tfcert.experiments.targets import Task
 
 Log = Callable[[str], None]
 PROBE = 50  # the step at which a deadline first cuts the step count
-
-
-@dataclass(frozen=True)
-class TrainConfig:
-    steps: int
-    batch: int
-    eval_size: int
-    warmup: float = 0.05  # fraction of the steps with a linear warm-up
-    final: float = 0.01  # the cosine decays to this fraction of the rate
-    clip: float = 1.0  # per-member gradient norm
-    betas: tuple[float, float] = (0.9, 0.999)
-    log_every: int = 100
-    checkpoints: int = 4  # held-out NMSE at this many evenly spaced steps (the last is the result)
-
-    def to_json(self) -> dict:
-        return {"steps": self.steps, "batch": self.batch, "eval_size": self.eval_size,
-                "warmup": self.warmup, "final": self.final, "clip": self.clip,
-                "betas": list(self.betas)}
 
 
 def rate_factor(step: int, steps: int, warmup: float, final: float) -> float:

@@ -11,11 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from itertools import groupby
 
-from tfcert.experiments.bank import Member, Shape
-from tfcert.experiments.jobs import Job, TaskSpec
 from tfcert.experiments.report import Result, Series, Spread, Table, steps_text
-from tfcert.experiments.targets import TRIANGLE_D_IN
-from tfcert.experiments.train import TrainConfig
+from tfcert.experiments.spec import TRIANGLE_D_IN, Job, Member, Shape, TaskSpec, TrainConfig
 
 NAME = "triangle"
 TARGET = "triangle-center"

@@ -45,6 +45,24 @@ def test_cli_import_does_not_import_torch():
                           check=True).stdout.strip() == "False"
 
 
+def test_grids_verdicts_and_from_need_no_torch(tmp_path):
+    """Only training needs torch: every experiment's grid and verdict load, and --from summarises
+    records, in a process where ``import torch`` fails."""
+    records = tmp_path / "records.jsonl"
+    records.write_text("\n".join(json.dumps(r) for r in _intrinsic_records(lambda p, T, s: 0.1)) + "\n")
+    code = ("import sys; sys.modules['torch'] = None\n"
+            "from importlib import import_module\n"
+            "for name in ('intrinsic_dim', 'cost_law', 'depth', 'triangle'):\n"
+            "    module = import_module('tfcert.experiments.' + name)\n"
+            "    assert module.jobs(True, 0) and callable(module.summarise)\n"
+            "from tfcert.main import main\n"
+            "sys.exit(main(sys.argv[1:]))")
+    run = subprocess.run([sys.executable, "-c", code, "experiment", "intrinsic-dim", "--from", str(records),
+                          "--out", str(tmp_path / "out"), "--json"], capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr
+    assert json.loads(run.stdout)["verdict"] and (tmp_path / "out" / "intrinsic-dim.json").is_file()
+
+
 @pytest.mark.parametrize("argv, option", [(["--seed", "-1"], "--seed"), (["--device", "gpu"], None)])
 def test_bad_options_exit_2(capsys, tmp_path, argv, option):
     assert main(["experiment", "triangle", "--quick", "--out", str(tmp_path), *argv]) == 2
@@ -278,7 +296,7 @@ def test_depth_verdict():
 
 # --- --from and the sweep ---------------------------------------------------------------------
 
-def test_from_records_file(torch, capsys, tmp_path):
+def test_from_records_file(capsys, tmp_path):
     path = tmp_path / "records.jsonl"
     header = {"sweep": {"commit": "c" * 40, "hardware": "a test machine", "wall_seconds": 1.5}}
     path.write_text("\n".join(json.dumps(x) for x in [header, *_intrinsic_records(lambda p, T, s: 0.1)]) + "\n")
