@@ -18,7 +18,7 @@ from fractions import Fraction
 from pathlib import Path
 
 from tfcert.errors import InputError
-from tfcert.export.rounding import as_fraction, round_to
+from tfcert.export.rounding import DTYPES, as_fraction, round_to
 
 NEED_TORCH = "export needs PyTorch: pip install torch==2.13.0 'tfcert[export]'"
 ROUNDING = "nearest-even from the exact rationals"
@@ -37,9 +37,9 @@ def _torch():
 
 def _dtype_name(dtype) -> str:
     if isinstance(dtype, str):
-        if dtype in ("float64", "float32"):
+        if dtype in DTYPES:
             return dtype
-        raise InputError(f"--dtype: expected float64 or float32, got {dtype!r}")
+        raise InputError(f"--dtype: expected float64, float32, float16 or bfloat16, got {dtype!r}")
     from tfcert.export.module import dtype_name
     return dtype_name(dtype)
 
@@ -160,6 +160,7 @@ def rounded_array(sequence, dtype: str):
 # ---------------------------------------------------------------- files
 
 def _module_bytes(module) -> bytes:
+    torch = _torch()
     from tfcert.export.fileformat import pack
 
     from tfcert.export.module import dtype_name
@@ -168,7 +169,7 @@ def _module_bytes(module) -> bytes:
     meta = dict(module.meta, dtype=dt)
     if module.meta.get("dtype") != dt:  # converted by torch after export: no longer rounded once
         meta["rounding"] = f"{module.meta.get('dtype')} converted to {dt} by torch"
-    tensors = [(key, t.detach().cpu().numpy()) for key, t in module.state_dict().items()]
+    tensors = [(key, t.detach().cpu().to(torch.float64).numpy()) for key, t in module.state_dict().items()]
     return pack(meta, tensors, dt)
 
 
@@ -335,7 +336,7 @@ def certified_bound(certificate, dtype="float64") -> Fraction | None:
         certificate = Path(certificate).read_bytes()
     if isinstance(certificate, bytes):
         certificate = json.loads(certificate)
-    fmt = {"float64": "binary64", "float32": "binary32"}[_dtype_name(dtype)]
+    fmt = DTYPES[_dtype_name(dtype)]
     bounds = [as_fraction(claim["bound"]) for phase in certificate.get("phases", [])
               for claim in phase.get("claims", [])
               if claim.get("kind") == "float" and claim.get("format") == fmt and "bound" in claim]

@@ -3,12 +3,14 @@ safetensors package and without pickle (so loading runs no code).
 
     8 bytes        N, little-endian unsigned 64-bit: the header's length
     N bytes        a JSON object (UTF-8, padded with spaces to a multiple of 8):
-                     "__metadata__": {"format": "tfcert.torch/1", "dtype": "float64" | "float32",
+                     "__metadata__": {"format": "tfcert.torch/1",
+                                      "dtype": "float64" | "float32" | "float16" | "bfloat16",
                                       "d": "<int>", "attention": "hardmax" | "softmax",
                                       "blocks": "<int>", "temperature": "<exact rational>" (softmax),
                                       "model_sha256": "<hex>" (when exported from a file),
                                       "rounding": "nearest-even from the exact rationals"}
-                     "<name>": {"dtype": "F64" | "F32", "shape": [...], "data_offsets": [begin, end]}, …
+                     "<name>": {"dtype": "F64" | "F32" | "F16" | "BF16", "shape": [...],
+                                "data_offsets": [begin, end]}, …
     the data       every tensor's values, row-major, little-endian, back to back in header order
 
 Tensor names are the module's state_dict keys: ``temperature`` (softmax, shape []), and for every
@@ -27,15 +29,28 @@ import numpy as np
 from tfcert.errors import InputError
 
 FORMAT = "tfcert.torch/1"
-CODES = {"float64": ("F64", "<f8"), "float32": ("F32", "<f4")}
+CODES = {"float64": ("F64", "<f8"), "float32": ("F32", "<f4"), "float16": ("F16", "<f2"), "bfloat16": ("BF16", "<u2")}
 MAX_HEADER = 1 << 30
 
 
+def _bfloat16_bits(array: np.ndarray) -> np.ndarray:
+    """The bfloat16 bit patterns of numbers that are bfloat16 numbers: the top half of their binary32 bits."""
+    flat = np.asarray(array, dtype=np.float32).reshape(-1)  # 1-d: numpy shifts a 0-d array into a scalar
+    return (flat.view(np.uint32) >> 16).astype(np.uint16).reshape(np.shape(array))
+
+
+def _bfloat16_values(bits: np.ndarray) -> np.ndarray:
+    return (bits.astype(np.uint32).reshape(-1) << 16).view(np.float32).reshape(bits.shape)
+
+
 def pack(meta: dict[str, str], tensors: list[tuple[str, np.ndarray]], dtype: str) -> bytes:
+    """The file's bytes; ``tensors`` hold numbers of ``dtype`` (in any wider numpy dtype: converted exactly)."""
     code, np_dtype = CODES[dtype]
     header: dict = {"__metadata__": meta}
     chunks, offset = [], 0
     for name, array in tensors:
+        if dtype == "bfloat16":
+            array = _bfloat16_bits(array)
         data = np.ascontiguousarray(array, dtype=np_dtype).tobytes()
         header[name] = {"dtype": code, "shape": list(array.shape), "data_offsets": [offset, offset + len(data)]}
         chunks.append(data)
@@ -46,7 +61,8 @@ def pack(meta: dict[str, str], tensors: list[tuple[str, np.ndarray]], dtype: str
 
 
 def unpack(raw: bytes, name: str) -> tuple[dict[str, str], dict[str, np.ndarray]]:
-    """The metadata and the tensors (float64 or float32 numpy arrays) of a file's bytes."""
+    """The metadata and the tensors of a file's bytes: numpy arrays of float64, float32, float16, or (for
+    bfloat16, which numpy lacks) float32 holding the bfloat16 values."""
     if len(raw) < 8:
         raise InputError(f"{name}: not a tfcert export (too short)")
     (size,) = struct.unpack("<Q", raw[:8])
@@ -62,7 +78,7 @@ def unpack(raw: bytes, name: str) -> tuple[dict[str, str], dict[str, np.ndarray]
     if meta.get("format") != FORMAT:
         raise InputError(f"{name}: __metadata__.format: expected {FORMAT!r}, got {meta.get('format')!r}")
     if meta.get("dtype") not in CODES:
-        raise InputError(f"{name}: __metadata__.dtype: expected float64 or float32, got {meta.get('dtype')!r}")
+        raise InputError(f"{name}: __metadata__.dtype: expected one of {', '.join(CODES)}, got {meta.get('dtype')!r}")
     code, np_dtype = CODES[meta["dtype"]]
     data = memoryview(raw)[8 + size:]
     tensors = {}
@@ -79,5 +95,6 @@ def unpack(raw: bytes, name: str) -> tuple[dict[str, str], dict[str, np.ndarray]
         count = int(np.prod(shape, dtype=np.int64)) if shape else 1
         if not 0 <= begin <= end <= len(data) or end - begin != count * np.dtype(np_dtype).itemsize:
             raise InputError(f"{where}: data_offsets {offsets} do not fit shape {shape} in the file")
-        tensors[key] = np.frombuffer(data[begin:end], dtype=np_dtype).reshape(shape).astype(np_dtype[1:])
+        array = np.frombuffer(data[begin:end], dtype=np_dtype).reshape(shape).astype(np_dtype[1:])
+        tensors[key] = _bfloat16_values(array) if meta["dtype"] == "bfloat16" else array
     return meta, tensors

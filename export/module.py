@@ -15,18 +15,19 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-TORCH_DTYPES = {"float64": torch.float64, "float32": torch.float32}
+TORCH_DTYPES = {"float64": torch.float64, "float32": torch.float32, "float16": torch.float16,
+                "bfloat16": torch.bfloat16}
 
 FF_NAMES = ("eta", "U", "b", "W")
 SA_NAMES = ("rho", "A_scale", "A_u", "A_v", "V_scale", "V_u", "V_v")
 
 
 def dtype_name(dtype) -> str:
-    """"float64" / "float32" from a torch dtype or a name."""
+    """"float64" / "float32" / "float16" / "bfloat16" from a torch dtype or a name."""
     for name, t in TORCH_DTYPES.items():
         if dtype in (name, t):
             return name
-    raise ValueError(f"dtype must be float64 or float32, got {dtype!r}")
+    raise ValueError(f"dtype must be float64, float32, float16 or bfloat16, got {dtype!r}")
 
 
 class FeedForward(nn.Module):

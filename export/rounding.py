@@ -1,9 +1,12 @@
-"""Exact rational → IEEE binary64 / binary32, round to nearest, ties to even.
+"""Exact rational → IEEE binary64 / binary32 / binary16 or bfloat16, round to nearest, ties to even.
 
 Every parameter of an exported model is the model file's exact rational
 rounded *once* to the target format. Going through float64 first would round
 twice: 1 + 2^-24 + 2^-60 rounds to the binary64 tie 1 + 2^-24, which then
 rounds to even (1.0) in binary32, while the nearest binary32 is 1 + 2^-23.
+Likewise through float32 for the 16-bit formats (torch converts a float64 to
+bfloat16 through float32): 1 + 2^-8 + 2^-40 becomes the tie 1 + 2^-8, then 1.0,
+while the nearest bfloat16 is 1 + 2^-7.
 """
 from __future__ import annotations
 
@@ -11,8 +14,9 @@ import math
 from fractions import Fraction
 
 # format: (precision p including the hidden bit, emin, emax)
-FORMATS = {"binary64": (53, -1022, 1023), "binary32": (24, -126, 127)}
-DTYPES = {"float64": "binary64", "float32": "binary32"}
+FORMATS = {"binary64": (53, -1022, 1023), "binary32": (24, -126, 127), "binary16": (11, -14, 15),
+           "bfloat16": (8, -126, 127)}
+DTYPES = {"float64": "binary64", "float32": "binary32", "float16": "binary16", "bfloat16": "bfloat16"}
 
 
 def as_fraction(x) -> Fraction:

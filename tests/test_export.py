@@ -3,6 +3,7 @@ exact replay, the file format and the CLI round trip, the missing-torch path, an
 from __future__ import annotations
 
 import hashlib
+import importlib.util
 import json
 import math
 import struct
@@ -18,7 +19,7 @@ from hypothesis import strategies as st
 
 from conftest import REPO, dataset_json
 from tfcert.errors import InputError
-from tfcert.export.rounding import round_to
+from tfcert.export.rounding import FORMATS, round_to
 from tfcert.main import main
 
 BUNDLES = sorted(p.parent for p in (REPO / "certificates").glob("*/model.json"))
@@ -92,6 +93,45 @@ def test_rounding_of_rationals_is_nearest(p, q, shift):
             assert err < other or (err == other and struct.unpack("<I", struct.pack("<f", r))[0] % 2 == 0)
 
 
+def _oracle(x: Fraction, fmt: str) -> Fraction:
+    """The nearest number of ``fmt`` by another road: mpmath's correctly rounded p-bit rational in the normal
+    range, Fraction's round-half-even on multiples of the subnormal spacing below it."""
+    from mpmath import libmp
+
+    p, emin, emax = FORMATS[fmt]
+    if abs(x) < Fraction(2) ** emin:
+        spacing = Fraction(2) ** (emin - p + 1)
+        return round(x / spacing) * spacing
+    return Fraction(*libmp.to_rational(libmp.from_rational(x.numerator, x.denominator, p, "n")))
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.sampled_from(sorted(FORMATS)), st.integers(-10 ** 30, 10 ** 30), st.integers(1, 10 ** 30),
+       st.integers(-170, 140))
+def test_rounding_agrees_with_an_oracle_in_every_format(fmt, p, q, shift):
+    """binary64, binary32, binary16 and bfloat16 alike, subnormals and overflow included."""
+    x = Fraction(p, q) * Fraction(2) ** shift
+    want = _oracle(x, fmt)
+    if abs(want) >= Fraction(2) ** (FORMATS[fmt][2] + 1):
+        with pytest.raises(OverflowError):
+            round_to(x, fmt)
+    else:
+        assert Fraction(round_to(x, fmt)) == want
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.floats(min_value=-7e4, max_value=7e4) | st.floats(min_value=-2.0 ** -13, max_value=2.0 ** -13))
+def test_binary16_matches_numpy_on_doubles(x):
+    """numpy rounds a binary64 number to binary16 in one step (torch goes through float32)."""
+    with np.errstate(over="ignore"):
+        want = float(np.float16(x))
+    try:
+        got = round_to(x, "float16")
+    except OverflowError:
+        got = math.copysign(math.inf, x)
+    assert got == want
+
+
 def test_double_rounding_is_avoided():
     x = 1 + Fraction(1, 2 ** 24) + Fraction(1, 2 ** 60)
     assert _f32(float(x)) == 1.0  # via float64: the tie 1 + 2^-24, then to even
@@ -99,6 +139,11 @@ def test_double_rounding_is_avoided():
     assert round_to("7/12", "float32") == _f32(7 / 12)
     with pytest.raises(OverflowError):
         round_to(2 ** 128, "binary32")
+    assert round_to(1 + Fraction(1, 2 ** 11) + Fraction(1, 2 ** 60), "float16") == 1 + 2.0 ** -10
+    assert round_to(1 + Fraction(1, 2 ** 8) + Fraction(1, 2 ** 40), "bfloat16") == 1 + 2.0 ** -7
+    assert round_to(65519, "float16") == 65504.0  # below the midpoint to 2^16
+    with pytest.raises(OverflowError):
+        round_to(65520, "float16")  # the midpoint rounds to even: 2^16, infinity
 
 
 # ---------------------------------------------------------------- models and bundles
@@ -140,6 +185,45 @@ def test_dyadic_model_is_exact_in_both_dtypes(torch, attention):
         assert tx.max_deviation(module, model, DYADIC_INPUTS) == 0.0
 
 
+SIXTEEN = ["float16", "bfloat16"]
+
+
+@pytest.mark.parametrize("dtype", SIXTEEN)
+@pytest.mark.parametrize("attention", ["hardmax", "softmax"])
+def test_sixteen_bit_modules_run_in_their_dtype(torch, attention, dtype):
+    """One dyadic block is exact in float16 and bfloat16 (so any departure from the formulas shows); two
+    hardmax blocks need more bits than the format has (float32 is exact): the run is in the 16-bit format."""
+    import tfcert.export as tx
+
+    doc = _dyadic_model(attention)
+    one = _model(dict(doc, blocks=doc["blocks"][:1]))
+    module = tx.to_torch(one, dtype)
+    assert module.dtype == getattr(torch, dtype) and all(t.dtype == module.dtype for t in module.buffers())
+    assert all(y.dtype == module.dtype for y in module(DYADIC_INPUTS))
+    assert tx.max_deviation(module, one, DYADIC_INPUTS) == 0.0
+    two = _model(_dyadic_model("hardmax"))
+    assert tx.max_deviation(tx.to_torch(two, "float32"), two, DYADIC_INPUTS) == 0.0
+    assert 0 < tx.max_deviation(tx.to_torch(two, dtype), two, DYADIC_INPUTS) < 1
+
+
+@pytest.mark.parametrize("dtype, x, want", [("float16", 1 + Fraction(1, 2 ** 11) + Fraction(1, 2 ** 60), 1 + 2.0 ** -10),
+                                            ("bfloat16", 1 + Fraction(1, 2 ** 8) + Fraction(1, 2 ** 40), 1 + 2.0 ** -7)])
+def test_sixteen_bit_parameters_are_rounded_once(torch, dtype, x, want):
+    """torch converts a float64 to float16/bfloat16 through float32, rounding twice (to 1.0 here); the export
+    rounds the rational once, for parameters and for exact inputs alike."""
+    import tfcert.export as tx
+
+    tdt = getattr(torch, dtype)
+    assert torch.tensor(float(x), dtype=torch.float64).to(tdt).item() == 1.0
+    doc = _dyadic_model("softmax")
+    doc["temperature"] = f"{x.numerator}/{x.denominator}"
+    doc["blocks"] = [json.loads(json.dumps(doc["blocks"][0]))]
+    doc["blocks"][0]["ff"]["W"][0][0] = f"-{x.numerator}/{x.denominator}"
+    module = tx.to_torch(_model(doc), dtype)
+    assert module.temperature.item() == want and module.blocks[0].ff.W[0, 0].item() == -want
+    assert tx.encode([[x, -x]], dtype).tolist() == [[want, -want]]
+
+
 def _write_dataset(tmp_path: Path, name: str, d: int, pairs) -> Path:
     path = tmp_path / f"{name}.json"
     path.write_text(json.dumps(dataset_json(d, pairs)))
@@ -171,29 +255,37 @@ def _scale(dataset) -> float:
 @pytest.mark.parametrize("name", [f"{n}-{a}" for n in SMALL for a in ("hardmax", "softmax")])
 def test_small_bundles_against_the_exact_replay(torch, small_bundles, name):
     """float64 lands within 1e-6·(1 + max|y|) of the exact outputs on these small sets; float32 stays finite
-    (the construction is not yet conditioned for binary32). A float claim, when present, must hold."""
+    (the construction is not yet conditioned for binary32); float16 and bfloat16 run (or the export names the
+    parameter that overflows). A float claim for the format, when present, must hold."""
     import tfcert.export as tx
     from tfcert.verify.formats import parse_document, read_model
 
     bundle = small_bundles[name]
     model = read_model(parse_document("model.json", bundle.files["model.json"]))
-    for dtype, tolerance in (("float64", 1e-6), ("float32", math.inf)):
-        dev = tx.max_deviation(tx.to_torch(model, dtype), model, bundle.dataset)
-        assert dev <= tolerance * _scale(bundle.dataset), (dtype, dev)
-        assert math.isfinite(dev)
+    for dtype, tolerance in (("float64", 1e-6), ("float32", math.inf), ("float16", None), ("bfloat16", None)):
         bound = tx.certified_bound(bundle.files["certificate.json"], dtype)
+        try:
+            module = tx.to_torch(model, dtype)
+        except InputError as exc:  # a parameter overflows the 16-bit format: then no claim may be made for it
+            assert dtype in SIXTEEN and bound is None and "overflows" in str(exc)
+            continue
+        dev = tx.max_deviation(module, model, bundle.dataset)
+        if tolerance is not None:
+            assert dev <= tolerance * _scale(bundle.dataset), (dtype, dev)
+            assert math.isfinite(dev)
         if bound is not None:
             assert Fraction(dev) <= bound, (dtype, dev, bound)
 
 
 @pytest.mark.parametrize("bundle", BUNDLES, ids=lambda p: p.name)
 def test_example_bundles_within_their_certified_bounds(torch, bundle):
-    """Every example bundle exports and runs in both dtypes; its observed deviation is within the
-    certificate's float claim for that format whenever the certificate carries one."""
+    """Every example bundle exports and runs in every dtype (or the export names a parameter that overflows
+    it); its observed deviation is within the certificate's float claim for that format (binary64, binary32,
+    binary16, bfloat16) whenever the certificate carries one."""
     import tfcert.export as tx
 
     checked = 0
-    for dtype in ("float64", "float32"):
+    for dtype in ("float64", "float32", *SIXTEEN):
         bound = tx.certified_bound(bundle / "certificate.json", dtype)
         try:
             module = tx.to_torch(bundle / "model.json", dtype)
@@ -269,14 +361,57 @@ def test_cli_round_trip(torch, tmp_path, capsys, dtype):
     assert (tmp_path / "saved.pt").read_bytes() == raw
 
 
-def test_safetensors_reads_the_file(torch, tmp_path):
+@pytest.mark.parametrize("dtype, code", [("float16", "F16"), ("bfloat16", "BF16")])
+def test_cli_round_trip_sixteen_bit(torch, tmp_path, capsys, dtype, code):
+    import tfcert.export as tx
+
+    model = tmp_path / "model.json"
+    model.write_text(json.dumps(_dyadic_model("softmax")))
+    out, again = tmp_path / "m.pt", tmp_path / "again.pt"
+    for path in (out, again):
+        assert main(["export", str(model), "-o", str(path), "--torch", "--dtype", dtype]) == 0
+    assert capsys.readouterr().out.startswith(f"wrote {out}: {dtype}, ")
+    raw = out.read_bytes()
+    assert raw == again.read_bytes()
+    header = json.loads(raw[8:8 + struct.unpack("<Q", raw[:8])[0]])
+    assert header["__metadata__"]["dtype"] == dtype and header["blocks.0.ff.U"]["dtype"] == code
+    begin, end = header["blocks.0.sa.rho"]["data_offsets"]
+    data = raw[8 + struct.unpack("<Q", raw[:8])[0]:]
+    assert data[begin:end] == {"F16": b"\x00\x3a", "BF16": b"\x40\x3f"}[code]  # 3/4, little-endian
+    loaded, direct = tx.load(out), tx.to_torch(model, dtype)
+    sd, ref = loaded.state_dict(), direct.state_dict()
+    assert list(sd) == list(ref) and all(sd[k].dtype == getattr(torch, dtype) and torch.equal(sd[k], ref[k])
+                                         for k in sd)
+    tx.save(loaded, tmp_path / "saved.pt")
+    assert (tmp_path / "saved.pt").read_bytes() == raw
+
+
+def test_cli_sixteen_bit_overflow_and_onnx_refusal(capsys, tmp_path):
+    """float16 tops out at 65504: demo-hardmax's hats overflow it, named; ONNX is offered in float64/float32."""
+    pytest.importorskip("torch")
+    model = REPO / "certificates" / "demo-hardmax" / "model.json"
+    out = tmp_path / "m.pt"
+    assert main(["export", str(model), "-o", str(out), "--torch", "--dtype", "float16"]) == 2
+    lines = _error_lines(capsys.readouterr().err)
+    assert len(lines) == 1 and lines[0].startswith(f"error: {model}: $.blocks[1].ff.W[0]: ")
+    assert lines[0].endswith("overflows float16") and not out.exists()
+    if importlib.util.find_spec("onnx") is not None:
+        assert main(["export", str(model), "-o", str(out), "--onnx", "--dtype", "bfloat16"]) == 2
+        assert _error_lines(capsys.readouterr().err) == ["error: --dtype: ONNX export offers float64 or float32, "
+                                                         "got 'bfloat16'"]
+        assert not out.exists()
+
+
+@pytest.mark.parametrize("dtype", ["float32", *SIXTEEN])
+def test_safetensors_reads_the_file(torch, tmp_path, dtype):
     safetensors_torch = pytest.importorskip("safetensors.torch")
     import tfcert.export as tx
 
-    tx.save(_model(_dyadic_model("softmax")), tmp_path / "m.pt", "float32")
+    tx.save(_model(_dyadic_model("softmax")), tmp_path / "m.pt", dtype)
     tensors = safetensors_torch.load_file(str(tmp_path / "m.pt"))
     ref = tx.load(tmp_path / "m.pt").state_dict()
-    assert set(tensors) == set(ref) and all(torch.equal(tensors[k], ref[k]) for k in ref)
+    assert set(tensors) == set(ref) and all(tensors[k].dtype == ref[k].dtype and torch.equal(tensors[k], ref[k])
+                                            for k in ref)
 
 
 def test_cli_refuses_to_overwrite_its_input(torch, tmp_path, capsys):
@@ -338,7 +473,8 @@ def test_import_does_not_import_torch():
 # ---------------------------------------------------------------- CUDA
 
 def test_cuda(torch, small_bundles):
-    """The same checks on a GPU (TF32 matmuls off: float32 must mean binary32)."""
+    """The same checks on a GPU, float16 and bfloat16 included (TF32 matmuls off: float32 must mean
+    binary32)."""
     if not torch.cuda.is_available():
         pytest.skip("no CUDA device")
     import tfcert.export as tx
@@ -346,19 +482,27 @@ def test_cuda(torch, small_bundles):
 
     assert not torch.backends.cuda.matmul.allow_tf32
     for attention in ("hardmax", "softmax"):
-        model = _model(_dyadic_model(attention))
-        for dtype in ("float64", "float32"):
+        doc = _dyadic_model(attention)
+        for dtype in ("float64", "float32", *SIXTEEN):  # 16-bit: one block is exact (two need more bits)
+            model = _model(doc if dtype not in SIXTEEN else dict(doc, blocks=doc["blocks"][:1]))
             module = tx.to_torch(model, dtype).to("cuda")
             assert module.device.type == "cuda"
-            assert module(DYADIC_INPUTS)[0].device.type == "cuda"
+            out = module(DYADIC_INPUTS)[0]
+            assert out.device.type == "cuda" and out.dtype == getattr(torch, dtype)
             assert tx.max_deviation(module, model, DYADIC_INPUTS) == 0.0
     for name, bundle in small_bundles.items():
         model = read_model(parse_document("model.json", bundle.files["model.json"]))
-        for dtype in ("float64", "float32"):
-            dev = tx.max_deviation(tx.to_torch(model, dtype).to("cuda"), model, bundle.dataset)
+        for dtype in ("float64", "float32", *SIXTEEN):
             bound = tx.certified_bound(bundle.files["certificate.json"], dtype)
-            assert math.isfinite(dev)
-            assert dev <= (1e-6 * _scale(bundle.dataset) if dtype == "float64" else math.inf), (name, dtype, dev)
+            try:
+                module = tx.to_torch(model, dtype).to("cuda")
+            except InputError as exc:
+                assert dtype in SIXTEEN and bound is None and "overflows" in str(exc)
+                continue
+            dev = tx.max_deviation(module, model, bundle.dataset)
+            if dtype not in SIXTEEN:
+                assert math.isfinite(dev)
+                assert dev <= (1e-6 * _scale(bundle.dataset) if dtype == "float64" else math.inf), (name, dtype, dev)
             if bound is not None:
                 assert Fraction(dev) <= bound, (name, dtype, dev, bound)
 
@@ -368,11 +512,15 @@ def test_certified_bound_reads_float_claims(tmp_path):
 
     cert = {"phases": [{"name": "leaders", "claims": [{"kind": "exact"}]},
                        {"name": "final", "claims": [{"kind": "float", "format": "binary64", "bound": "1/1000000"},
-                                                    {"kind": "float", "format": "binary32", "bound": "3e-2"}]}]}
+                                                    {"kind": "float", "format": "binary32", "bound": "3e-2"},
+                                                    {"kind": "float", "format": "binary16", "bound": "1/8"},
+                                                    {"kind": "float", "format": "bfloat16", "bound": "1/2"}]}]}
     path = tmp_path / "certificate.json"
     path.write_text(json.dumps(cert))
     assert tx.certified_bound(path, "float64") == Fraction(1, 10 ** 6)
     assert tx.certified_bound(json.dumps(cert).encode(), "float32") == Fraction(3, 100)
+    assert tx.certified_bound(cert, "float16") == Fraction(1, 8)
+    assert tx.certified_bound(cert, "bfloat16") == Fraction(1, 2)
     assert tx.certified_bound({"phases": []}, "float32") is None
 
 
