@@ -1,6 +1,6 @@
 """The command-line contract: one JSON document for --json,
 JUnit XML for CI, the verdict line, demo, determinism of construct, --width,
-and a quiet exit when stdout's reader goes away."""
+a quiet exit when stdout's reader goes away and one error line when stdout cannot be written."""
 from __future__ import annotations
 
 import hashlib
@@ -218,6 +218,20 @@ def test_closed_stdout_is_quiet(bundle_dir, command):
     proc.stderr.close()
     assert proc.wait(timeout=120) == 141
     assert err == ""
+
+
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs /dev/full")
+@pytest.mark.parametrize("command", ["verify --json", "verify", "construct"])
+def test_full_stdout_is_one_error_line(bundle_dir, tmp_path, command):
+    """`tfcert verify --json > /dev/full`: every write to stdout fails with ENOSPC. The output
+    is lost, so the run cannot report its verdict: one error line and exit 2, no traceback."""
+    argv = (["construct", DEMO, "-o", tmp_path / "out"] if command == "construct"
+            else [*verify_argv(bundle_dir), *command.split()[1:]])
+    with open("/dev/full", "w") as full:
+        proc = subprocess.run([sys.executable, "-m", "tfcert", *map(str, argv)], stdout=full,
+                              stderr=subprocess.PIPE, text=True, timeout=300)
+    assert proc.returncode == 2
+    assert proc.stderr.splitlines() == ["error: stdout: cannot write the output: No space left on device"]
 
 
 def test_pipe_into_head(bundle_dir):

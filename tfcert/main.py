@@ -396,9 +396,8 @@ def build_parser() -> argparse.ArgumentParser:
     fmt = p.add_mutually_exclusive_group(required=True)
     fmt.add_argument("--torch", action="store_true", help="PyTorch (safetensors layout, no pickle; docs/export.md)")
     fmt.add_argument("--onnx", action="store_true", help="ONNX (opset 17; input x [n, d], output y [n, d])")
-    p.add_argument("--dtype", choices=["float64", "float32", "float16", "bfloat16"], default="float64",
-                   help="parameters rounded once from the exact rationals to this format (default float64; "
-                        "float16 and bfloat16: --torch only)")
+    p.add_argument("--dtype", choices=["float64", "float32"], default="float64",
+                   help="parameters rounded once from the exact rationals to this format (default float64)")
 
     p = command("demo", "build, certify and verify a bundled 2-D example, with pictures", cmd_demo)
     p.add_argument("-o", "--output", default="tfcert-demo", metavar="DIR",
@@ -441,17 +440,55 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _broken_pipe() -> int:
-    """The reader of stdout went away (``tfcert verify --json | head``): stop
-    quietly like a tool killed by SIGPIPE (exit 128 + 13 = 141, which is not
-    one of the 0/1/2 verdicts). stdout is pointed at devnull so the flush at
-    interpreter exit cannot print "Exception ignored … BrokenPipeError"."""
+class StdoutError(Exception):
+    """A write to stdout failed (a full disk, ``> /dev/full``): the output is lost, whatever
+    the verdict was. Not an OSError, so no command mistakes it for a file of its own."""
+
+
+class _Stdout:
+    """sys.stdout while a command runs: a failed write or flush raises ``StdoutError``, so
+    main() tells it apart from the files a command writes. A closed pipe stays a
+    BrokenPipeError (the reader went away, which is not an error)."""
+
+    def __init__(self, stream) -> None:
+        self._stream = stream
+
+    def write(self, text: str) -> int:
+        try:
+            return self._stream.write(text)
+        except BrokenPipeError:
+            raise
+        except OSError as exc:
+            raise StdoutError(exc.strerror or str(exc)) from None
+
+    def flush(self) -> None:
+        try:
+            self._stream.flush()
+        except BrokenPipeError:
+            raise
+        except OSError as exc:
+            raise StdoutError(exc.strerror or str(exc)) from None
+
+    def __getattr__(self, name: str):
+        return getattr(self._stream, name)
+
+
+def _drop_stdout() -> None:
+    """Point stdout at devnull, so that the flush at interpreter exit cannot print
+    "Exception ignored …" for output that could not be written."""
     try:
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
         os.close(devnull)
     except (OSError, ValueError, AttributeError):  # stdout without a file descriptor: nothing to silence
         pass
+
+
+def _broken_pipe() -> int:
+    """The reader of stdout went away (``tfcert verify --json | head``): stop
+    quietly like a tool killed by SIGPIPE (exit 128 + 13 = 141, which is not
+    one of the 0/1/2 verdicts)."""
+    _drop_stdout()
     return 141
 
 
@@ -464,14 +501,19 @@ def main(argv: list[str] | None = None) -> int:
     from tfcert.progress import set_quiet
 
     set_quiet(args.quiet)
+    stdout, sys.stdout = sys.stdout, _Stdout(sys.stdout)
     try:
         _limits(getattr(args, "limit", None))
         with _observed(args):
             code = int(args.func(args))
-        sys.stdout.flush()  # a closed pipe shows up here, not at interpreter exit
+        sys.stdout.flush()  # a closed pipe or a full disk shows up here, not at interpreter exit
         return code
     except BrokenPipeError:
         return _broken_pipe()
+    except StdoutError as exc:
+        print(f"error: stdout: cannot write the output: {exc}", file=sys.stderr)
+        _drop_stdout()
+        return 2
     except InputError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
@@ -481,6 +523,8 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("error: interrupted", file=sys.stderr)
         return 130
+    finally:
+        sys.stdout = stdout
 
 
 if __name__ == "__main__":
