@@ -76,9 +76,9 @@ class AuditReport:
         return all(s.exact for s in self.sequences)
 
 
-def verdicts(dataset: Dataset, outputs) -> tuple[SequenceVerdict, ...]:
+def verdicts(pairs, outputs) -> tuple[SequenceVerdict, ...]:
     out = []
-    for p, seq in zip(dataset.pairs, outputs):
+    for p, seq in zip(pairs, outputs):
         if all(is_point(x) for x in seq):
             out.append(SequenceVerdict(p.index, set(seq) == set(p.output), hausdorff_squared(seq, p.output)))
         else:
@@ -86,38 +86,83 @@ def verdicts(dataset: Dataset, outputs) -> tuple[SequenceVerdict, ...]:
     return tuple(out)
 
 
-def certified_at(model: Model, dataset: Dataset, tau: fmpq) -> bool:
-    """Whether the enclosure at temperature τ shows exact interpolation (not
-    when no enclosure can be formed there, e.g. exp of scores far out of range)."""
-    replay = Replay(model, [p.input for p in dataset.pairs], temperature=tau)
+def failures(model: Model, dataset: Dataset, tau: fmpq, among: tuple[int, ...] | None = None) -> set[int]:
+    """The positions in ``dataset.pairs`` of the sequences of ``among`` (default:
+    all) whose enclosure at temperature τ does not show exact interpolation;
+    all of them when no enclosure can be formed there (e.g. exp of scores far
+    out of range). Sequences never meet in a replay, so a subset replays alone."""
+    among = tuple(range(len(dataset.pairs))) if among is None else among
+    pairs = [dataset.pairs[i] for i in among]
+    replay = Replay(model, [p.input for p in pairs], temperature=tau)
     try:
         for _ in replay.steps():
             pass
     except ArithmeticError:
-        return False
-    return all(v.exact for v in verdicts(dataset, replay.sequences()))
+        return set(among)
+    return {i for i, v in zip(among, verdicts(pairs, replay.sequences())) if not v.exact}
 
 
-def largest_certified_temperature(model: Model, dataset: Dataset, start: fmpq,
-                                  steps: int = 16, reach: int = 40, progress=None) -> fmpq | None:
+def certified_at(model: Model, dataset: Dataset, tau: fmpq) -> bool:
+    """Whether the enclosure at temperature τ shows exact interpolation."""
+    return not failures(model, dataset, tau)
+
+
+def largest_certified_temperature(model: Model, dataset: Dataset, start: fmpq, steps: int = 16, reach: int = 40,
+                                  progress=None, failing_at_start: set[int] | None = None) -> fmpq | None:
     """The largest τ found certified: bracket by doubling or halving from
     ``start`` (at most ``reach`` times), then ``steps`` bisections, so the
     answer is within a factor 1 + 2^-steps of the edge of the certified
     region next to it. None: nothing certified down to start/2^reach.
-    ``progress(done, total, label)`` hears of every replay."""
-    tries = 0
+    ``failing_at_start``: the sequences not certified at ``start``, when a
+    replay there has told already. ``progress(done, total, label)`` hears of
+    every replay.
 
-    def certified(tau: fmpq, stage: str, total: int | None) -> bool:
-        nonlocal tries
+    Below a τ where some sequences failed, the search replays only those
+    (one failing sequence refuses a τ), so it costs a few replays of the
+    dataset, not one per step. The answer is replayed on every sequence
+    before it is returned; when one fails there after all, the search is
+    done again replaying every sequence at every step."""
+    everyone = tuple(range(len(dataset.pairs)))
+    suspects = everyone  # the sequences that failed at the least failing τ tried (all while none has)
+    whole: set = set()  # the τ found certified replaying every sequence
+    narrow, tries = True, 0
+
+    def certified(tau: fmpq, stage: str, total: int | None = None) -> bool:
+        nonlocal tries, suspects
         if progress:
             progress(tries, total, stage)
         tries += 1
-        return certified_at(model, dataset, tau)
+        failed = failures(model, dataset, tau, suspects)
+        if not failed and suspects == everyone:
+            whole.add(tau)
+        if failed and narrow:
+            suspects = tuple(sorted(failed))
+        return not failed
 
-    if certified(start, "bracketing tau", None):
+    if failing_at_start is None:
+        start_ok = certified(start, "bracketing tau")
+    else:
+        start_ok = not failing_at_start
+        if failing_at_start:
+            suspects = tuple(sorted(failing_at_start))
+    lo = _search(certified, start, start_ok, steps, reach)
+    if lo is None or lo in whole:
+        return lo
+    suspects, narrow, tries = everyone, False, 0
+    if certified(lo, "confirming tau"):
+        return lo
+    tries = 0
+    return _search(certified, start, start_ok, steps, reach)
+
+
+def _search(certified, start: fmpq, start_ok: bool, steps: int, reach: int) -> fmpq | None:
+    """Bracket from ``start`` (certified or not: ``start_ok``), then bisect,
+    asking ``certified(τ, stage, total)``; None when nothing is certified
+    down to start/2^reach."""
+    if start_ok:
         lo = start
         for _ in range(reach):
-            if not certified(2 * lo, "bracketing tau", None):
+            if not certified(2 * lo, "bracketing tau"):
                 break
             lo *= 2
         else:
@@ -126,17 +171,22 @@ def largest_certified_temperature(model: Model, dataset: Dataset, start: fmpq,
     else:
         hi = start
         for _ in range(reach):
-            if certified(hi / 2, "bracketing tau", None):
+            if certified(hi / 2, "bracketing tau"):
                 break
             hi /= 2
         else:
             return None
         lo = hi / 2
-    tries = 0
-    for _ in range(steps):
-        mid = (lo + hi) / 2
-        lo, hi = (mid, hi) if certified(mid, "bisecting tau", steps) else (lo, mid)
-    return lo
+    # the largest k < 2^steps certified at lo + k·unit; probing k = 2^(steps-4), 2^(steps-8), …
+    # first (the edge is usually near lo, where few sequences fail) finds the bisection's k
+    unit, b = (hi - lo) / 2**steps, 2**steps
+    while (k := b >> 4) > 0 and not certified(lo + k * unit, "bisecting tau", steps):
+        b = k
+    a = k  # certified (lo itself when k = 0)
+    while b - a > 1:
+        mid = (a + b) // 2
+        a, b = (mid, b) if certified(lo + mid * unit, "bisecting tau", steps) else (a, mid)
+    return lo + a * unit
 
 
 def tightness(model: Model, dataset: Dataset, progress=None) -> tuple[fmpq, fmpq, fmpq]:
@@ -178,11 +228,14 @@ def audit(model: Model, dataset: Dataset, progress=None, temperature: fmpq | Non
             ties = tuple((p.index, i) for p, row in zip(dataset.pairs, step.attention)
                          for i, a in enumerate(row) if len(a.argmax) > 1)
             layers.append(AttentionLayer(step.block, min(gaps) if gaps else None, ties, step.attention))
-    largest = largest_certified_temperature(model, dataset, tau, progress=progress) if softmax else None
+    sequences = verdicts(dataset.pairs, replay.sequences())
+    failing = {i for i, v in enumerate(sequences) if not v.exact}
+    largest = largest_certified_temperature(model, dataset, tau, progress=progress,
+                                            failing_at_start=failing) if softmax else None
     for analysis in analyses:
         analysis.finish()
     bounds = tuple(FloatBound(a.fmt.name, a.bound, a.failure) for a in analyses)
-    return AuditReport(verdicts(dataset, replay.sequences()), tuple(layers), tuple(uniform),
+    return AuditReport(sequences, tuple(layers), tuple(uniform),
                        measure(model, dataset, "1.8" if softmax else "1.6"), tau, largest, dataset.warnings, bounds)
 
 

@@ -229,3 +229,58 @@ def test_demo_softmax_prints_tightness(tmp_path, capsys):
     out = capsys.readouterr().out
     line = next(l for l in out.splitlines() if l.startswith("tightness"))
     assert float(line.split("=")[1]) >= 0.5 and "tau* =" in out
+
+
+def plain_bisection(model, dataset, start, steps=16):
+    """The search as specified: every sequence replayed at every step (start certified)."""
+    lo = start
+    while certified_at(model, dataset, 2 * lo):
+        lo *= 2
+    hi = 2 * lo
+    for _ in range(steps):
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if certified_at(model, dataset, mid) else (lo, mid)
+    return lo
+
+
+def test_audit_replays_the_dataset_a_few_times_not_once_per_step(bundle, monkeypatch):
+    """Audit cost ~19 replays of the whole dataset (one per bracketing and
+    bisection step); the search now replays only the sequences that failed,
+    and every sequence at the answer: three whole replays with the audit's
+    own, and the same answer as the plain bisection."""
+    from tfcert.audit import audit as audit_module
+
+    model = read_model(parse_document("model.json", bundle.files["model.json"]))
+    expected = plain_bisection(model, bundle.dataset, model.temperature)
+    sizes = []
+    real = audit_module.Replay
+
+    def counting(model, inputs, **kwargs):
+        sizes.append(len(inputs))
+        return real(model, inputs, **kwargs)
+
+    monkeypatch.setattr(audit_module, "Replay", counting)
+    report = audit(model, bundle.dataset)
+    assert report.largest_certified_temperature == expected
+    n = len(bundle.dataset.pairs)
+    assert sizes.count(n) <= 3 and sum(sizes) < 8 * n, sizes
+
+
+def test_audit_prints_long_rationals_with_their_decimal(bundle):
+    """A 1600-digit gap or float bound was printed in full with no decimal beside it."""
+    import dataclasses
+
+    from tfcert.audit.audit import AttentionLayer, FloatBound
+    from tfcert.report import audit_human, audit_json
+
+    model = read_model(parse_document("model.json", bundle.files["model.json"]))
+    report = audit(model, bundle.dataset)
+    gap, bound = Q(10**1600 + 1, 7 * 10**1599), Q(3, 10**1600 + 7)
+    report = dataclasses.replace(report, layers=(AttentionLayer(3, gap, (), ()),),
+                                 floats=(FloatBound("binary64", bound, None),))
+    lines = audit_human(report).splitlines()
+    assert "attention block 3: least argmax gap 1" in lines[-5] and lines[-5].endswith("(≈ 1.42857)")
+    assert "(≈ 3.0e-1600))" in lines[-3] and "within 3.0e-1600 of" in lines[-3]
+    assert max(map(len, lines)) < 300
+    out = audit_json(report)
+    assert out["attention_layers"][0]["min_gap"] == str(gap) and out["float"][0]["bound"] == str(bound)

@@ -108,6 +108,13 @@ def approx(x, root: bool = False, digits: int = 6) -> str:
     return mpmath.nstr(mpmath.sqrt(value) if root else value, digits)
 
 
+def rational(x) -> str:
+    """An exact value for people: in full when short, else cut by ``show`` with
+    its decimal beside it (the JSON output keeps every digit)."""
+    text = str(x)
+    return text if len(text) <= 12 else f"{show(x)} (≈ {approx(x)})"
+
+
 def _hausdorff(squared) -> float | str | None:
     """The Hausdorff distance as a JSON number, or its decimal text past float range."""
     if squared is None:
@@ -145,11 +152,11 @@ def audit_human(report) -> str:
         lines.append(f"{s.index:>8} {s.verdict:>14} {h:>12}" + (f" {approx(s.width, digits=3):>16}" if softmax else ""))
     for l in report.layers:
         ties = f", {len(l.ties)} tie(s): " + " ".join(f"[{a},{b}]" for a, b in l.ties) if l.ties else ""
-        lines.append(f"attention block {l.block}: least argmax gap {show(l.min_gap)}{ties}")
+        lines.append(f"attention block {l.block}: least argmax gap {rational(l.min_gap)}{ties}")
     lines.append(size_line(report.size))
     for f in report.floats:
-        lines.append(f"float {f.format}: " + (f"every output within {float(f.bound):.3g} of the exact one "
-                                               f"(bound {f.bound})" if f.bound is not None else f"no bound: {f.failure}"))
+        lines.append(f"float {f.format}: " + (f"every output within {approx(f.bound, digits=3)} of the exact one "
+                                               f"(bound {rational(f.bound)})" if f.bound is not None else f"no bound: {f.failure}"))
     if softmax:
         largest = report.largest_certified_temperature
         lines.append("largest certified temperature: " +
