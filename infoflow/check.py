@@ -4,7 +4,7 @@ It shares nothing with the search but the file format (docs/infoflow.md, "Witnes
 imports no other module of ``tfcert.infoflow``, reads the tree, the heads and the steps itself,
 and re-implements the rules, the cost laws and the information-set propagation from the docs.
 The only outside code it uses is the verifier's JSON loader (to read the file with its guards)
-and, for the unsat queries a file carries, z3's SMT-LIB2 parser.
+and, for the queries it builds, z3's SMT-LIB2 parser.
 
 A witness is valid when: the architecture and the tree fit; every head's mode and uses are
 legal; the information sets are those the heads give; every step's rule applies, with its head
@@ -12,10 +12,11 @@ doing what the step says and every premise derived by an earlier step at an earl
 the readout step reaches the target; no head is idle and no fact is dead (every fact is a
 premise of a later step); the per-state fact table is what the steps give; every step's cost
 terms are the rule's; the claimed exponent is the maximum of them (not lower, not higher), and a
-witness that claims to be T-bounded uses no term that grows with T. Each proof it carries is
-re-run and must be unsat; that a query encodes the claim beside it is not checked here (the
-queries come from the search's z3 encoding), so a file without a derivation, whose only content
-is such claims, is never valid.
+witness that claims to be T-bounded uses no term that grows with T (and one that claims not to
+be uses one). Each proof names the statement it stands for; the checker builds that statement
+and its SMT-LIB2 query itself, from the file's tree and architecture (the search's query in the
+file is not read), and certifies it when z3 answers unsat. The report lists every statement
+certified.
 """
 from __future__ import annotations
 
@@ -43,7 +44,8 @@ class Report:
     errors: list[str]
     exponent: Fraction | None = None
     bounded: bool | None = None
-    proofs: list[tuple[str, str]] = field(default_factory=list)  # (claim, z3's answer)
+    certified: list[dict] = field(default_factory=list)  # kind, statement, smt2 (None: replayed)
+    not_checked: list[dict] = field(default_factory=list)  # kind, statement (proofs=False)
     summary: str = ""
 
 
@@ -254,8 +256,12 @@ def read_witness(name: str, data: object) -> _Witness:
                  r.boolean("$.architecture.positional", a["positional"]), reachable)
     w.tree = d["tree"]
     for i, p in enumerate(r.list("$.proofs", d.get("proofs", []))):
-        p = r.obj(f"$.proofs[{i}]", p, ("claim", "smt2"), ("layer", "heads"))
-        w.proofs.append((r.text(f"$.proofs[{i}].claim", p["claim"]), _smt2(r, i, p["smt2"])))
+        p = r.obj(f"$.proofs[{i}]", p, ("kind", "claim", "smt2"), ("layer",))
+        _smt2(r, i, p["smt2"])  # the search's query, for any solver; the checker builds its own
+        layer = p.get("layer")
+        w.proofs.append((r.text(f"$.proofs[{i}].kind", p["kind"], KINDS),
+                         None if layer is None else r.integer(f"$.proofs[{i}].layer", layer, 1),
+                         r.text(f"$.proofs[{i}].claim", p["claim"])))
     if not reachable:
         return w
     w.cheap = r.boolean("$.cheap", d["cheap"])
@@ -358,19 +364,44 @@ def _info_entry(r: _Reader, path: str, value: object):
 
 def _decode(T0, w: _Witness) -> tuple:
     """Theorem 3: decoding T0 tokens from an E-dim embedding costs eps^(1 - T0 d/E).
-    A term is (law, value at T, grows with T, formula, parameters)."""
-    where = {"d": w.d, "E": w.E}
+    A term is (law, value at T, grows with T, formula, parameters, the exponent in T)."""
+    where, a = {"d": w.d, "E": w.E}, _theorem3(T0, w)
     if T0 == "T":
-        return ("Theorem 3, T0 = T", max(Fraction(0), Fraction(w.T * w.d, w.E) - 1), True,
-                "max(0, T*d/E - 1)", where)
-    return (f"Theorem 3, T0 = {T0}", max(Fraction(0), Fraction(T0 * w.d, w.E) - 1), False,
-            f"max(0, {T0}*d/E - 1)", where)
+        return ("Theorem 3, T0 = T", a.at(w.T), True, "max(0, T*d/E - 1)", where, a)
+    return (f"Theorem 3, T0 = {T0}", a.at(w.T), False, f"max(0, {T0}*d/E - 1)", where, a)
 
 
 def _kth(k: int, n: int, w: _Witness) -> tuple:
     """Theorem 2: the k-th largest of n-dimensional keys costs eps^-((T-k-1)/(n+1))."""
-    return (f"Theorem 2, k = {k}", max(Fraction(0), Fraction(w.T - k - 1, n + 1)), True,
-            "max(0, (T-k-1)/(n+1))", {"k": k, "n": n})
+    a = _theorem2(k, n)
+    return (f"Theorem 2, k = {k}", a.at(w.T), True, "max(0, (T-k-1)/(n+1))", {"k": k, "n": n}, a)
+
+
+@dataclass(frozen=True)
+class _Term:
+    """A cost exponent max(0, slope*T + offset); ``grows`` with T when slope > 0."""
+
+    slope: Fraction
+    offset: Fraction
+
+    @property
+    def grows(self) -> bool:
+        return self.slope > 0
+
+    def at(self, T: int) -> Fraction:
+        return max(Fraction(0), self.slope * T + self.offset)
+
+
+def _theorem3(T0: int | str, w: _Witness) -> _Term:
+    """T0*d/E - 1, for T0 tokens or (T0 = "T") full information."""
+    if T0 == "T":
+        return _Term(Fraction(w.d, w.E), Fraction(-1))
+    return _Term(Fraction(0), Fraction(T0 * w.d, w.E) - 1)
+
+
+def _theorem2(k: int, n: int) -> _Term:
+    """(T-k-1)/(n+1)."""
+    return _Term(Fraction(1, n + 1), Fraction(-(k + 1), n + 1))
 
 
 def _known(n: _Node, cls: str, own: str | None, have: set) -> bool:
@@ -452,9 +483,6 @@ class _Checker:
         self.fits()
         self.label()
         if not w.reachable:
-            self.fail("no derivation: the file claims the target is out of reach, which this checker does not "
-                      "decide (it re-runs a query as written but cannot tie it to a claim); `tfcert infoflow "
-                      "predict` re-derives that answer with its proof")
             return None
         if len(w.layers) != len(w.heads):
             self.fail(f"the witness has {len(w.layers)} layers, the architecture "
@@ -732,7 +760,7 @@ class _Checker:
             self.fail(f"claimed exponent {w.exponent} differs from the derivation's {value}")
         dom = w.dominant
         claimed = (dom["law"], dom["value"], dom["grows"], dom["formula"], dom["where"])
-        if dom["value"] != value or claimed not in terms:
+        if dom["value"] != value or claimed not in [t[:5] for t in terms]:
             self.fail(f"dominant cost {dom['law']} = {dom['value']} is not a term of the "
                       f"derivation with its exponent {value}")
         elif abs(dom["float"] - float(value)) > 1e-9 * max(1.0, abs(float(value))):
@@ -822,6 +850,317 @@ def _builtin_tree(spec: str) -> dict | None:
     return None
 
 
+# ---------------------------------------------------------------- lower bounds: the checker's own queries
+#
+# A proof entry names the statement it stands for (``kind``); the checker builds that
+# statement's query itself, from the file's tree and architecture and the rules of
+# docs/infoflow.md, as SMT-LIB2 text, and re-runs it: unsat certifies the statement. The
+# encoding is the calculus over all derivations (any heads within the bounds, any uses), so
+# unsat means no derivation of the stated kind exists. The file's own ``smt2`` (the search's
+# query) is not read: it cannot stand in for the statement.
+
+KINDS = ("least_exponent", "exponent_every_T", "no_derivation", "not_bounded",
+         "not_bounded_any_heads", "fewer_heads", "fewer_layers", "stable")
+_NEEDS_DERIVATION = ("least_exponent", "exponent_every_T")
+
+
+def _real(x: Fraction) -> str:
+    text = f"{abs(x.numerator)}.0" if x.denominator == 1 else \
+        f"(/ {abs(x.numerator)}.0 {x.denominator}.0)"
+    return f"(- {text})" if x < 0 else text
+
+
+def _all(parts) -> str:
+    parts = [p for p in parts if p != "true"]
+    if "false" in parts:
+        return "false"
+    return "true" if not parts else parts[0] if len(parts) == 1 else f"(and {' '.join(parts)})"
+
+
+def _any(parts) -> str:
+    parts = [p for p in parts if p != "false"]
+    if "true" in parts:
+        return "true"
+    return "false" if not parts else parts[0] if len(parts) == 1 else f"(or {' '.join(parts)})"
+
+
+def _min_T(root: _Node) -> int:
+    """The least T at which every reduction has enough candidates and every fixed position
+    exists: the T from which the statements hold."""
+    least, stack = 1, [root]
+    while stack:
+        n = stack.pop()
+        stack.extend(n.kids)
+        if n.kind == "score":
+            least = max(least, *n.pos, 1)
+        elif n.kind == "reduce":
+            k, r = len(n.free), len(n.over)
+            T = k + r
+            if r == 1:
+                T = k + n.rank
+            else:
+                while not _at_least(T - k, r, n.rank):  # doubling, then bisection
+                    T *= 2
+                lo = max(k + r, T // 2)
+                while lo < T:
+                    mid = (lo + T) // 2
+                    lo, T = (mid + 1, T) if not _at_least(mid - k, r, n.rank) else (lo, mid)
+            least = max(least, T)
+    return least
+
+
+class _Query:
+    """The calculus over ``L`` layers as SMT-LIB2 (docs/infoflow.md, "Facts and rules"): per
+    state a Boolean per fact, per layer a Boolean per use (a retrieval of a reduction at a
+    class, a copy at T+1 on a max or on a kth head, a global head, a position-specific head),
+    an integer T and a real B bounding every cost exponent used; ``cheap``: no term that grows
+    with T is allowed. Every fact true at a state holds at the state before or has a rule whose
+    premises and cost guards hold."""
+
+    def __init__(self, w: _Witness, L: int, cheap: bool, goal: bool = True) -> None:
+        self.w, self.L, self.cheap = w, L, cheap
+        tops = [n for n in w.reductions.values() if n.holdable]
+        keys = [(n.fact, c) for n in tops for c in (("t",) if n.free else CLASSES)]
+        keys += [(EVERYTHING, c) for c in CLASSES]
+        positions = sorted(w.root.pos) if w.positional else []
+        keys += [(f"x({p})", c) for p in positions for c in CLASSES]
+        self.keys = {k: i for i, k in enumerate(keys)}
+        self.uses = [(n, c) for n in tops if len(n.over) == 1
+                     for c in (("t",) if n.free else CLASSES)]
+        self.use_index = {(n.name, c): i for i, (n, c) in enumerate(self.uses)}
+        self.positions = bool(positions)
+        self.lines = ["(set-logic QF_LIRA)", "(declare-const T Int)", "(declare-const B Real)",
+                      f"(assert (>= T {_min_T(w.root)}))", "(assert (>= B 0.0))"]
+        for l in range(1, L + 1):
+            names = [self.fact(k, l) for k in keys] + [self.use(n, c, l) for n, c in self.uses]
+            names += [f"copymax_{l}", f"copykth_{l}", f"global_{l}"]
+            names += [f"pos_{l}"] if self.positions else []
+            self.lines += [f"(declare-const {x} Bool)" for x in names]
+        for l in range(1, L + 1):
+            self.layer(l)
+        if goal:
+            self.assert_(_all([self.avail(w.root, "T+1", None, L),
+                               self.guard([_theorem3(w.root.w, w)])]))
+
+    # names and literals
+    def fact(self, key, l: int) -> str:
+        return f"fact{self.keys[key]}_{l}"
+
+    def lit(self, key, l: int) -> str:
+        return self.fact(key, l) if l >= 1 and key in self.keys else "false"
+
+    def use(self, n: _Node, cls: str, l: int) -> str:
+        """Names are numbered, never the file's names (which could hold any text)."""
+        return f"use{self.use_index[n.name, cls]}_{l}"
+
+    def assert_(self, formula: str) -> None:
+        self.lines.append(f"(assert {formula})")
+
+    # the rules
+    def guard(self, terms: list[_Term]) -> str:
+        if self.cheap and any(t.grows for t in terms):
+            return "false"
+        return _all([f"(>= B {self.affine(t)})" for t in terms])
+
+    def affine(self, t: _Term) -> str:
+        if t.slope == 0:
+            return _real(t.offset)
+        return f"(+ (* {_real(t.slope)} (to_real T)) {_real(t.offset)})"
+
+    def avail(self, n: _Node, cls: str, own: str | None, l: int) -> str:
+        if not n.free <= ({own} if own else set()):
+            return "false"
+        if n.kind == "score":
+            return _all([self.lit((f"x({p})", cls), l) for p in sorted(n.pos)])
+        if n.kind == "combine":
+            return _all([self.avail(k, cls, own, l) for k in n.kids])
+        return self.lit((n.fact, cls), l) if n.holdable else "false"
+
+    def scorable(self, n: _Node, cls: str, u: str | None, v: str, l: int) -> str:
+        if not n.free <= {u, v}:
+            return "false"
+        sides = [self.avail(n, cls, u, l), self.avail(n, "t", v, l)]
+        if n.kind == "score":
+            sides.append(_all([_any([self.lit((f"x({p})", cls), l), self.lit((f"x({p})", "t"), l)])
+                               for p in sorted(n.pos)]))
+        elif n.kind == "combine":
+            sides.append(_all([self.scorable(k, cls, u, v, l) for k in n.kids]))
+        return _any(sides)
+
+    def retrieve_terms(self, n: _Node) -> list[_Term]:
+        terms = [_theorem3(n.w, self.w)]
+        if n.rank > 1:
+            terms.append(_theorem2(n.rank, n.key_dim))
+        return terms
+
+    def layer(self, l: int) -> None:
+        w = self.w
+        for n, c in self.uses:
+            u = next(iter(n.free)) if n.free else None
+            self.assert_(f"(=> {self.use(n, c, l)} "
+                         + _all([self.scorable(n.kids[0], c, u, n.over[0], l - 1),
+                                 self.guard(self.retrieve_terms(n))]) + ")")
+        at_readout = [f"copymax_{l}", f"copykth_{l}"] + [self.use(n, c, l) for n, c in self.uses
+                                                        if c == "T+1"]
+        for key in self.keys:
+            f, c = key
+            node = w.reductions.get(f[:-3] if f.endswith("(t)") else f)
+            reasons = [self.lit(key, l - 1)]
+            if node is not None and len(node.over) == 1:
+                reasons.append(self.use(node, c, l))
+            if c == "T+1" and (f, "t") in self.keys:  # a closed fact moves with a retrieval
+                reasons.append(_all([self.lit((f, "t"), l - 1), _any(at_readout), self.guard(
+                    [_theorem3(node.w, w)] if node is not None else [])]))
+            if f == EVERYTHING:
+                reasons.append(f"global_{l}")
+            elif node is None:
+                reasons.append(f"pos_{l}")
+            if f != EVERYTHING and (w.positional or node is None or not node.pos):
+                reasons.append(_all([self.lit((EVERYTHING, c), l),
+                                     self.guard([_theorem3("T", w)])]))
+            self.assert_(f"(=> {self.fact(key, l)} {_any(reasons)})")
+            if l > 1:
+                self.assert_(f"(=> {self.lit(key, l - 1)} {self.fact(key, l)})")
+
+    def sides(self, l: int) -> list[list[str]]:
+        """The four ways a layer's uses pair on heads: max uses at one class and kth uses at
+        one class, plus the global and positional heads (a head serves one use at t and one
+        at T+1; a copy at T+1 rides on a max or a kth head)."""
+        group = {(c, m): [self.use(n, c, l) for n, c2 in self.uses if c2 == c
+                          and ("max" if n.rank == 1 else "kth") == m] for c in CLASSES
+                 for m in ("max", "kth")}
+        group["T+1", "max"].append(f"copymax_{l}")
+        group["T+1", "kth"].append(f"copykth_{l}")
+        extra = [f"global_{l}"] + ([f"pos_{l}"] if self.positions else [])
+        return [group[a, "max"] + group[b, "kth"] + extra for a in CLASSES for b in CLASSES]
+
+    def heads_at_most(self, l: int, m: int) -> str:
+        return _all([f"(<= (+ 0 {' '.join(f'(ite {x} 1 0)' for x in side)}) {m})"
+                     for side in self.sides(l)])
+
+    def text(self, extra: list[str]) -> str:
+        return "\n".join(self.lines + [f"(assert {e})" for e in extra] + ["(check-sat)", ""])
+
+
+def _shape(terms: list[_Term], T0: int) -> list[_Term]:
+    """The witness's exponent as a function of T >= T0, max(0, terms), dominated terms
+    dropped (no larger at T0 and growing no faster), ordered by (slope, offset)."""
+    distinct = sorted(set(terms), key=lambda t: (t.slope, t.offset))
+    return [t for t in distinct if not any(
+        o != t and o.slope >= t.slope and o.slope * T0 + o.offset >= t.slope * T0 + t.offset
+        for o in distinct)]
+
+
+def _affine_text(t: _Term) -> str:
+    s, o = t.slope, t.offset
+    if s == 0:
+        return str(o)
+    lead = "T" if s == 1 else f"{s}*T"
+    return lead if o == 0 else f"{lead} {'-' if o < 0 else '+'} {abs(o)}"
+
+
+def _heads_text(heads: list) -> str:
+    return "[" + ", ".join("any" if h is None else str(h) for h in heads) + "]"
+
+
+def _closure(w: _Witness) -> tuple[list[set], bool]:
+    """The facts derivable at states 0, 1, … with every T-bounded rule in every layer (any
+    number of heads), up to the state after which they stop growing; whether the target's
+    value reaches the readout on the way. A state's successor depends on the state only."""
+    states: list[set] = [set()]
+    holdable = [n for n in w.reductions.values() if n.holdable and len(n.over) == 1 and n.rank == 1]
+    while len(states) <= MAX_LAYERS + 1:
+        have = states[-1]
+        new = set(have) | {(EVERYTHING, c) for c in CLASSES}
+        if w.positional:
+            new |= {(f"x({p})", c) for p in w.root.pos for c in CLASSES}
+        for n in holdable:
+            u = next(iter(n.free)) if n.free else None
+            for c in ("t",) if n.free else CLASSES:
+                if _scorable(n.kids[0], c, u, n.over[0], have):
+                    new.add((n.fact, c))
+        new |= {(f, "T+1") for f, c in have if c == "t" and (
+            f == EVERYTHING or f.startswith("x(") or not w.reductions[f[:-3] if f.endswith("(t)") else f].free)}
+        if _known(w.root, "T+1", None, new):
+            return states + [new], True
+        if new == have:
+            return states, False
+        states.append(new)
+    return states, False
+
+
+def _statement(w: _Witness, terms: list[_Term], kind: str, layer: int | None):
+    """(the statement, the query's layers, cheap, goal, extra assertions) for a proof entry of
+    ``kind``, built from the file's tree and architecture; or an error message."""
+    heads, L, Tmin = list(w.heads), len(w.heads), _min_T(w.root)
+    if (layer is not None) != (kind == "fewer_heads"):
+        return "only a fewer_heads statement names a layer, and it must"
+    if kind in _NEEDS_DERIVATION and not w.reachable:
+        return f"a {kind} statement needs the derivation it bounds"
+    if kind == "no_derivation":
+        if w.reachable:
+            return "the file has a derivation"
+        return (f"no derivation reaches the target at the readout, for every T >= {Tmin}",
+                L, False, True, lambda q: [q.heads_at_most(l, h) for l, h in enumerate(heads, 1)])
+    if kind == "least_exponent":
+        return (f"no derivation has exponent < {w.exponent} at T = {w.T}", L, False, True,
+                lambda q: [f"(= T {w.T})", f"(< B {_real(w.exponent)})"]
+                + [q.heads_at_most(l, h) for l, h in enumerate(heads, 1)])
+    if kind == "exponent_every_T":
+        shape = _shape(terms, w.T)
+        text = "max(0, " + ", ".join(_affine_text(t) for t in shape) + ")"
+        return (f"for every T >= {w.T}, no derivation has exponent < {text} (the witness's "
+                "exponent at that T)", L, False, True,
+                lambda q: [f"(>= T {w.T})", _any([f"(< B {q.affine(t)})" for t in shape])]
+                + [q.heads_at_most(l, h) for l, h in enumerate(heads, 1)])
+    if kind == "not_bounded":
+        return (f"no T-bounded derivation with heads {heads}, for every T >= {Tmin}", L, True,
+                True, lambda q: [q.heads_at_most(l, h) for l, h in enumerate(heads, 1)])
+    if kind == "not_bounded_any_heads":
+        return (f"no T-bounded derivation with {L} layer(s) and any number of heads, for every "
+                f"T >= {Tmin}", L, True, True, lambda q: [])
+    if kind == "fewer_heads":
+        if not 1 <= layer <= L or heads[layer - 1] < 1:
+            return f"layer {layer} has no head to take away"
+        shape = heads[:layer - 1] + [heads[layer - 1] - 1] + [None] * (L - layer)
+        return (f"no T-bounded derivation with {shape[layer - 1]} head(s) in layer {layer} "
+                f"(heads {_heads_text(shape)}), for every T >= {Tmin}", L, True, True,
+                lambda q: [q.heads_at_most(l, h) for l, h in enumerate(shape, 1) if h is not None])
+    if kind == "fewer_layers":
+        if L < 2:
+            return "one layer has no fewer layers"
+        return (f"no T-bounded derivation with {L - 1} layer(s) (nor fewer: leading layers may be "
+                f"all off) and any number of heads, for every T >= {Tmin}", L - 1, True, True,
+                lambda q: [])
+    # stable: the closure stops growing at state s before reaching the target; at state s+1
+    # no fact outside state s's holds, whatever the heads
+    states, reached = _closure(w)
+    s = len(states) - 1
+    if reached or min(s + 1, MAX_LAYERS) != L:
+        return (f"the T-bounded facts reach the target at state {s}" if reached else
+                f"the T-bounded facts stop growing at state {s}: the statement is about "
+                f"{min(s + 1, MAX_LAYERS)} layer(s), the architecture has {L}")
+    outside = sorted(set(_Query(w, 0, True, goal=False).keys) - states[s])
+    return (f"no fact beyond those of state {s} holds at state {L} (any heads, every "
+            f"T >= {Tmin}): the facts have stopped growing, so no number of layers helps", L,
+            True, False, lambda q: [_any([q.lit(k, L) for k in outside])])
+
+
+def _certify(w: _Witness, terms: list[_Term], kind: str, layer: int | None,
+             claim: str) -> tuple[str, str | None, str]:
+    """(the statement, its query or None, an error or ""): the claim must be the statement the
+    checker builds for ``kind`` from this file's tree and architecture."""
+    built = _statement(w, terms, kind, layer)
+    if isinstance(built, str):
+        return claim, None, f"{kind}: {built}"
+    statement, L, cheap, goal, extra = built
+    if claim != statement:
+        return statement, None, (f"{kind}: claim {_short(claim)} stated, the checker's statement "
+                                 f"is {_short(statement)}")
+    q = _Query(w, L, cheap, goal)
+    return statement, q.text(extra(q)), ""
+
+
 # ---------------------------------------------------------------- entry points
 
 
@@ -837,23 +1176,67 @@ def _rerun(smt2: str) -> str:
 
 
 def check_document(name: str, data: object, proofs: bool = True) -> Report:
-    """Check a witness document already read as JSON; InputError if it is not a witness."""
+    """Check a witness document already read as JSON; InputError if it is not a witness. The
+    report lists the statements certified: the derivation's (replayed step by step) and each
+    proof's (the checker's own query, re-run unsat); with ``proofs=False`` the latter are
+    listed as not checked."""
     w = read_witness(name, data)
     c = _Checker(w)
     exponent = c.run()
     bounded = None if exponent is None else not any(t[2] for t in c.terms)
     report = Report(False, c.errors, exponent, bounded)
-    if proofs:
-        for i, (claim, smt2) in enumerate(w.proofs, 1):
-            answer = _rerun(smt2)
-            report.proofs.append((claim, answer))
-            if answer != "unsat":
-                report.errors.append(f"proof {i} ({claim}): z3 says {answer}, not unsat")
+    heads = ",".join(map(str, w.heads))
+    if exponent is not None:
+        report.certified.append({"kind": "derivation", "statement": (
+            f"a derivation with heads [{heads.replace(',', ', ')}] reaches the target with "
+            f"exponent {exponent} at T = {w.T}" + (", and no cost term grows with T" if bounded
+                                                     else "")), "smt2": None})
+    affine = [t[5] for t in c.terms]
+    if proofs and exponent is not None and not c.errors:
+        answer = _rerun(_admits(w, exponent))
+        if answer != "sat":
+            report.errors.append(f"internal: the checker's encoding does not admit the derivation "
+                                 f"it replayed (z3 says {answer}); no lower bound is certified")
+            proofs = False
+    for i, (kind, layer, claim) in enumerate(w.proofs, 1):
+        statement, query, error = _certify(w, affine, kind, layer, claim)
+        if error:
+            report.errors.append(f"proof {i}: {error}")
+        elif not proofs:
+            report.not_checked.append({"kind": kind, "statement": statement})
+        else:
+            answer = _rerun(query)
+            if answer == "unsat":
+                report.certified.append({"kind": kind, "statement": statement, "smt2": query})
+            else:
+                report.errors.append(f"proof {i} ({statement}): z3 says {answer} on the "
+                                     "checker's query, not unsat")
+    if not w.reachable and not report.certified:
+        report.errors.append("no derivation, and no statement certified: the file claims "
+                             "nothing this checker has checked")
     report.valid = not report.errors
-    arch = f"T={w.T} d={w.d} E={w.E} heads={','.join(map(str, w.heads))} " \
-           f"positional={'yes' if w.positional else 'no'}"
+    arch = f"T={w.T} d={w.d} E={w.E} heads={heads} positional={'yes' if w.positional else 'no'}"
     report.summary = f"{w.target}, {arch}"
     return report
+
+
+def _admits(w: _Witness, exponent: Fraction) -> str:
+    """The query "this derivation's uses, at its T, heads and exponent": sat unless the
+    checker's encoding misses a derivation its replay accepts (then its unsat answers would
+    prove nothing)."""
+    q = _Query(w, len(w.heads), False)
+    extra = [f"(= T {w.T})", f"(<= B {_real(exponent)})"]
+    extra += [q.heads_at_most(l, h) for l, h in enumerate(w.heads, 1)]
+    for l, hs in enumerate(w.layers, 1):
+        for head in hs:
+            if head.mode == "global":
+                extra.append(f"global_{l}")
+            elif head.mode == "pos":
+                extra.append(f"pos_{l}")
+            for cls, (role, node) in head.uses.items():
+                extra.append(f"copy{head.mode}_{l}" if role == "copy" else
+                             q.use(w.reductions[node], cls, l))
+    return q.text(extra)
 
 
 def check_file(path: str, proofs: bool = True) -> Report:

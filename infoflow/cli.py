@@ -97,13 +97,20 @@ def _proofs_json(proofs) -> list[dict]:
     return [p.to_json() for p in proofs]
 
 
+def _witness_proof(p: Proof) -> dict:
+    """A proof as the witness file gives it: the statement's kind (the checker builds its own
+    query from it), the layer a fewer_heads statement is about, the claim, the search's query."""
+    out = {"kind": p.kind, "claim": p.claim, "smt2": p.smt2}
+    return {**out, "layer": p.layer} if p.kind == "fewer_heads" else out
+
+
 def _witness_document(target: Target, arch: Architecture, w: Derivation | None,
                       proofs: tuple[Proof, ...]) -> dict:
     if w is not None:
-        return {**w.to_json(), "proofs": [{"claim": p.claim, "smt2": p.smt2} for p in proofs]}
+        return {**w.to_json(), "proofs": [_witness_proof(p) for p in proofs]}
     return {"format": WITNESS_FORMAT, "target": target.name, "tree": target.calc.to_json(),
             "architecture": arch.to_json(), "derivation": False,
-            "proofs": [{"claim": p.claim, "smt2": p.smt2} for p in proofs]}
+            "proofs": [_witness_proof(p) for p in proofs]}
 
 
 def _write_witness(args: argparse.Namespace, doc: dict) -> None:
@@ -260,19 +267,26 @@ def _check(args: argparse.Namespace) -> int:
     if args.json:
         print(json_text({"file": args.file, "valid": report.valid, "errors": report.errors,
                           "exponent": None if report.exponent is None else str(report.exponent),
-                          "bounded_in_T": report.bounded,
-                          "proofs": [{"claim": c, "z3": a} for c, a in report.proofs]}))
+                          "bounded_in_T": report.bounded, "certified": report.certified,
+                          "not_checked": report.not_checked}))
         return 0 if report.valid else 1
     print(f"witness    {report.summary}")
     if report.valid:
-        bound = "T-bounded (no cost term grows with T)" if report.bounded else "grows with T"
-        print(f"valid      yes: exponent {report.exponent}, {bound}")
+        if report.exponent is None:
+            print("valid      yes: no derivation; the statements below are certified")
+        else:
+            bound = "T-bounded (no cost term grows with T)" if report.bounded else "grows with T"
+            print(f"valid      yes: exponent {report.exponent}, {bound}")
     else:
         print(f"invalid    {report.errors[0]}")
         if len(report.errors) > 1:
             print(f"           ({len(report.errors) - 1} more; --json lists them all)")
-    for claim, answer in report.proofs:
-        print(f"proof      z3 says {answer} (the query as written; not tied to its claim here): {claim}")
+    for c in report.certified:
+        how = "replayed step by step" if c["smt2"] is None else \
+            "the checker's own query, unsat; --json prints it"
+        print(f"certified  {c['statement']} ({how})")
+    for c in report.not_checked:
+        print(f"unchecked  {c['statement']} (--no-proofs)")
     return 0 if report.valid else 1
 
 

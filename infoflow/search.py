@@ -405,6 +405,7 @@ class Proof:
     heads: tuple[int | None, ...] | None
     claim: str
     smt2: str
+    kind: str  # which statement (docs/infoflow.md, "Proofs"): the checker builds its query
 
     def to_json(self) -> dict:
         return {"layer": self.layer, "heads": None if self.heads is None else list(self.heads),
@@ -470,12 +471,14 @@ def predict(target: Target, arch: Architecture) -> Prediction:
     if best is None:
         q = full.unsat_query(*full.where(heads=heads))
         claim = f"no derivation reaches the target at the readout, for every T >= {Tmin}"
-        return Prediction(target, arch, None, False, q, claim, (Proof(None, heads, claim, q),))
+        return Prediction(target, arch, None, False, q, claim,
+                          (Proof(None, heads, claim, q, "no_derivation"),))
     witness = cheap if cheap is not None and cheap.exponent == best.exponent else best
     e = best.exponent
     claim = f"no derivation has exponent < {e} at T = {T}"
     proofs = [Proof(None, heads, claim,
-                    full.unsat_query(*full.where(T=T, heads=heads), full.B < full.q(e)))]
+                    full.unsat_query(*full.where(T=T, heads=heads), full.B < full.q(e)),
+                    "least_exponent")]
     shape = _exponent_function(tuple(t for s in witness.steps for t in s.costs), T)
     if e > 0 or any(t.grows for t in shape):
         below = z3.Or([full.B < full.affine(t) for t in shape])
@@ -483,15 +486,16 @@ def predict(target: Target, arch: Architecture) -> Prediction:
             text = "max(0, " + ", ".join(_affine(t) for t in shape) + ")"
             proofs.append(Proof(None, heads, f"for every T >= {T}, no derivation has exponent "
                                              f"< {text} (the witness's exponent at that T)",
-                                full.unsat_query(*full.where(T_from=T, heads=heads), below)))
+                                full.unsat_query(*full.where(T_from=T, heads=heads), below),
+                                "exponent_every_T"))
     if cheap is None:
         proofs.append(Proof(None, heads, f"no T-bounded derivation with heads {list(heads)}, "
                                          f"for every T >= {Tmin}",
-                            cheap_enc.unsat_query(*cheap_enc.where(heads=heads))))
+                            cheap_enc.unsat_query(*cheap_enc.where(heads=heads)), "not_bounded"))
         if cheap_enc.check() == z3.unsat:
             proofs.append(Proof(None, (None,) * L, f"no T-bounded derivation with {L} layer(s) "
                                                    f"and any number of heads, for every T >= {Tmin}",
-                                cheap_enc.unsat_query()))
+                                cheap_enc.unsat_query(), "not_bounded_any_heads"))
     return Prediction(target, arch, witness, cheap is not None, proofs[0].smt2, proofs[0].claim,
                       tuple(proofs))
 
@@ -522,7 +526,8 @@ def min_heads(target: Target, T: int, layers: int, d: int = 1, E: int = 1,
         free = (None,) * layers
         return MinHeads(target, Architecture(T, d, E, (0,) * layers, positional), None, None, (
             Proof(0, free, f"no T-bounded derivation with {layers} layer(s) and any number of "
-                           f"heads, for every T >= {Tmin}", enc.unsat_query()),))
+                           f"heads, for every T >= {Tmin}", enc.unsat_query(),
+                  "not_bounded_any_heads"),))
     heads: list[int] = []
     proofs = []
     for l in range(layers):
@@ -532,7 +537,7 @@ def min_heads(target: Target, T: int, layers: int, d: int = 1, E: int = 1,
             proofs.append(Proof(l + 1, shape,
                                 f"no T-bounded derivation with {m - 1} head(s) in layer {l + 1} "
                                 f"(heads {_heads_text(shape)}), for every T >= {Tmin}",
-                                enc.unsat_query(*enc.head_bound(l, m - 1))))
+                                enc.unsat_query(*enc.head_bound(l, m - 1)), "fewer_heads"))
         heads.append(m)
         enc.check()
     final = Architecture(T, d, E, tuple(heads), positional)
@@ -565,7 +570,7 @@ def depth(target: Target, T: int, d: int = 1, E: int = 1, positional: bool = Fal
         enc = _Encoding(rules, L, True, Tmin)
         proofs = [Proof(None, (None,) * L, f"no T-bounded derivation with {L} layer(s) and any "
                                            f"number of heads, for every T >= {Tmin}",
-                        enc.unsat_query())]
+                        enc.unsat_query(), "not_bounded_any_heads")]
         if k is None:
             grown = sorted(set(rules.keys) - _closure_state(rules, stable))
             if grown:
@@ -573,9 +578,9 @@ def depth(target: Target, T: int, d: int = 1, E: int = 1, positional: bool = Fal
                                                        f"holds at state {L} (any heads, every "
                                                        f"T >= {Tmin}): the facts have stopped "
                                                        "growing, so no number of layers helps",
-                                    _encoding_with_facts(rules, L, Tmin, grown)))
-        return Depth(target, Architecture(T, d, E, (1,), positional), None, stable, None, None,
-                     tuple(proofs), None)
+                                    _encoding_with_facts(rules, L, Tmin, grown), "stable"))
+        return Depth(target, Architecture(T, d, E, (0,) * L, positional), None, stable, None,
+                     None, tuple(proofs), None)
     m = min_heads(target, T, k, d, E, positional)
     proofs = []
     fewer = None
@@ -584,7 +589,7 @@ def depth(target: Target, T: int, d: int = 1, E: int = 1, positional: bool = Fal
         proofs.append(Proof(None, (None,) * (k - 1),
                             f"no T-bounded derivation with {k - 1} layer(s) (nor fewer: leading "
                             f"layers may be all off) and any number of heads, for every "
-                            f"T >= {Tmin}", enc.unsat_query()))
+                            f"T >= {Tmin}", enc.unsat_query(), "fewer_layers"))
         cap = min(len(rules.retrievals) + 3, MAX_HEADS)  # every use its own head
         fewer = predict(target, Architecture(T, d, E, (cap,) * (k - 1), positional))
     return Depth(target, m.arch, k, stable, m.witness, m.min_heads, tuple(proofs) + m.proofs, fewer)

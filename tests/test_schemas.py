@@ -35,7 +35,8 @@ def json_out(argv: list, capsys) -> object:
 def test_every_schema_is_a_valid_schema():
     assert {"dataset", "model", "certificate", "verify-output", "audit-output", "construct-output", "check-output",
             "plot-output", "bench-output", "infoflow-predict-output", "infoflow-min-heads-output",
-            "infoflow-table-output", "experiment-output", "smt-index"} == set(names())
+            "infoflow-table-output", "experiment-output", "smt-index",
+            "infoflow-check-output"} == set(names())
     for name in names():
         jsonschema.Draft202012Validator.check_schema(load_schema(name))
 
@@ -92,6 +93,25 @@ def test_infoflow_outputs_validate(capsys):
                       capsys), "infoflow-predict-output")
     validate(json_out(["infoflow", "min-heads", "--target", "intrinsic-dim:D=2", "--layers", "2", "--T", "8",
                        "--json"], capsys), "infoflow-min-heads-output")
+
+
+def test_infoflow_check_output_validates(tmp_path, capsys):
+    """Valid, invalid, no-derivation and --no-proofs reports of real witness files."""
+    w, none = tmp_path / "w.json", tmp_path / "none.json"
+    json_out(["infoflow", "predict", "--target", "pairwise-min", "--T", "8", "--heads", "1", "--json",
+              "--witness", w], capsys)
+    json_out(["infoflow", "depth", "--target", "triangle-center", "--T", "8", "--json", "--witness", none],
+             capsys)
+    for argv in ([w], [w, "--no-proofs"], [none]):
+        doc = json_out(["infoflow", "check", *argv, "--json"], capsys)
+        assert doc["valid"] is True
+        validate(doc, "infoflow-check-output")
+    bad = json.loads(w.read_text())
+    bad["exponent"] = "1"
+    w.write_text(json.dumps(bad))
+    doc = json_out(["infoflow", "check", w, "--json"], capsys)
+    assert doc["valid"] is False and doc["errors"][0].startswith("claimed exponent 1")
+    validate(doc, "infoflow-check-output")
 
 
 def test_infoflow_table_validates(monkeypatch, capsys):

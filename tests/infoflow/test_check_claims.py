@@ -1,10 +1,15 @@
 """What ``infoflow check`` certifies, and the fields it recomputes instead of echoing."""
 import json
 
-from tfcert.infoflow import Architecture, builtin_target, check_document, load_tree, predict
-from tfcert.verify.formats import parse_document
 import pytest
+from hypothesis import HealthCheck, given, settings, strategies as st
+from test_replay import architectures, targets
+
 from tfcert.errors import InputError
+from tfcert.infoflow import (Architecture, builtin_target, check_document, depth, load_tree,
+                             min_heads, predict)
+from tfcert.infoflow.cli import _witness_document
+from tfcert.verify.formats import parse_document
 
 
 def as_file(doc: dict):
@@ -46,3 +51,34 @@ def test_cheap_is_recomputed_not_echoed():
     assert report.valid and report.bounded is False
     grows["cheap"] = True
     assert not check_document("w", as_file(grows), proofs=False).valid
+
+
+def _certified(doc: dict) -> list[str]:
+    report = check_document("w", as_file(doc), proofs=True)
+    assert report.valid, report.errors
+    return [c["statement"] for c in report.certified if c["kind"] != "derivation"]
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.data())
+def test_every_statement_predict_writes_is_certified_by_the_checkers_own_query(data):
+    """The checker's encoding (check.py) and the search's (search.py) are written apart: on
+    random targets and architectures every lower bound the search proves, the checker proves
+    again from the tree and architecture alone."""
+    target = data.draw(targets)
+    arch = data.draw(architectures(target))
+    p = predict(target, arch)
+    assert _certified(_witness_document(target, arch, p.witness, p.proofs)) == \
+        [q.claim for q in p.proofs]
+
+
+@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(targets, st.integers(1, 3), st.booleans())
+def test_every_min_heads_and_depth_statement_is_certified(target, layers, positional):
+    T = max(8, target.min_T())
+    m = min_heads(target, T, layers, positional=positional)
+    assert _certified(_witness_document(target, m.arch, m.witness, m.proofs)) == \
+        [q.claim for q in m.proofs]
+    r = depth(target, T, positional=positional)
+    assert _certified(_witness_document(target, r.arch, r.witness, r.proofs)) == \
+        [q.claim for q in r.proofs]
