@@ -221,6 +221,34 @@ def cmd_plot(args) -> int:
     return 0
 
 
+def cmd_report(args) -> int:
+    from tfcert.htmlreport import page
+    from tfcert.plot import phases, render
+    from tfcert.progress import Bar
+    from tfcert.verify.check import verify
+    from tfcert.verify.formats import read_dataset, read_model
+
+    docs = _documents(args, ("model", "dataset", "certificate"))
+    _refuse_overwrite([args.output], [d.path for d in docs.values()])
+    with Bar("verify") as bar:
+        report = verify(docs["model"], docs["dataset"], docs["certificate"], bar)
+    _warn(report.warnings)
+    model, cert = read_model(docs["model"]), docs["certificate"]
+    pictures, note = None, None
+    try:
+        pictures = render(model, read_dataset(docs["dataset"]), cert.value,
+                          phases(cert.value, len(model.blocks), cert.path), cert.path)
+    except InputError as exc:  # a certificate that fails may not be drawable; the page says why
+        if report.ok:
+            raise
+        note = str(exc)
+    _write_text(args.output, page(docs, report, pictures, note).encode("utf-8"))
+    failed = sum(not r.ok for r in report.results)
+    print(f"wrote {args.output}: {len(report.results)} claims checked: "
+          + ("all claims hold" if report.ok else f"{failed} claim(s) FAIL"))
+    return 0 if report.ok else 1
+
+
 def cmd_schema(args) -> int:
     from tfcert.schemas import load_schema, names
 
@@ -386,6 +414,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("bundle", metavar="BUNDLE", help="a bundle folder as construct writes it")
     p.add_argument("-o", "--output", metavar="DIR", help="where the pictures go (default: BUNDLE)")
     p.add_argument("--json", action="store_true", help=JSON_HELP)
+
+    p = command("report", "verify a bundle and write one self-contained HTML page of the result", cmd_report)
+    files(p, ("model", "dataset", "certificate"))
+    p.add_argument("-o", "--output", required=True, metavar="FILE",
+                   help="the HTML file to write (inline CSS and pictures, nothing fetched)")
+    _limit_option(p)
 
     p = command("schema", "print the JSON Schema of a file format or of a --json output", cmd_schema)
     p.add_argument("name", nargs="?", metavar="NAME", help="a schema name; without it, list the names")
