@@ -31,6 +31,7 @@ def quick(tmp_path_factory):
     return rc, json.loads(text), out
 
 
+@pytest.mark.slow
 def test_bench_quick_json(quick):
     rc, doc, _ = quick
     assert rc == 0
@@ -59,6 +60,7 @@ def test_bench_quick_json(quick):
     assert blocks == sorted(blocks, reverse=True) and blocks[-1] < blocks[0]
 
 
+@pytest.mark.slow
 def test_results_file_has_every_shape(quick):
     _, doc, out = quick
     lines = (out / "results.jsonl").read_text().splitlines()

@@ -6,6 +6,7 @@ import json
 import tempfile
 from pathlib import Path
 
+import pytest
 from conftest import dataset_json, datasets, write_json
 from hypothesis import HealthCheck, example, given, settings
 from naive import forward, q
@@ -50,6 +51,7 @@ EQUAL_MEANS = dataset_json(2, [
 ])
 
 
+@pytest.mark.slow
 @settings(max_examples=30, deadline=None,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(datasets())
@@ -64,6 +66,7 @@ def test_bumps_separate_equal_means_with_shared_tokens():
     assert 1 <= len(bundle.construction.phases[0].blocks) <= 3
 
 
+@pytest.mark.slow
 def test_extreme_shapes():
     """d = 24 with 30 sequences of length 20 (m = 1), and 2 sequences with m = n = 20."""
     wide = [([(j % 3, i) + tuple((7 * j + 3 * i + k * k) % 11 - 5 for k in range(22)) for i in range(20)],

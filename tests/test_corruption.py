@@ -252,6 +252,7 @@ def hat_corruptions():
     return st.sampled_from(["b", "W", "U", "margin", "drop-move", "add-move", "to", "lo-in", "hi-in", "widen"])
 
 
+@pytest.mark.slow
 @SETTINGS
 @given(data=st.data(), name=st.sampled_from(NAMES), how=hat_corruptions())
 def test_hat_smallest_corruption(data, name, how, bundles, tmp_path_factory, capsys):
@@ -452,6 +453,7 @@ def live_leaves(model: dict):
                         yield ("blocks", k, "sa", m, "low_rank", t, uv, j), v
 
 
+@pytest.mark.slow
 @SETTINGS
 @given(data=st.data(), name=st.sampled_from(NAMES), sign=st.sampled_from([1, -1]))
 def test_any_live_model_number_moved_by_tiny(data, name, sign, bundles, tmp_path_factory, capsys):

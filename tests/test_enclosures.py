@@ -6,6 +6,7 @@ import json
 import subprocess
 import sys
 
+import pytest
 from flint import arb, fmpq
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -33,6 +34,7 @@ def test_exp_of_a_huge_negative_argument_is_a_tiny_enclosure():
     assert lo <= 0 < hi <= fmpq(1, 2 ** (LIMIT - 1))
 
 
+@pytest.mark.slow
 def test_softmax_on_huge_tokens_stays_in_memory(tmp_path):
     """Tokens near 10^40 make collapse gaps near 10^80: τ* must come out without
     forming 2^(10^80)-sized rationals (run under a 2 GiB address-space limit)."""
@@ -54,6 +56,7 @@ def test_softmax_on_huge_tokens_stays_in_memory(tmp_path):
 small = st.fractions(-20, 20, max_denominator=8)
 
 
+@pytest.mark.slow
 @settings(max_examples=150, deadline=None)
 @given(st.integers(1, 4).flatmap(lambda d: st.tuples(
     st.lists(st.tuples(*[small] * d), min_size=2, max_size=4, unique=True),

@@ -260,6 +260,7 @@ def corruptions(draw, values: dict, name: str):
 
 # ---------------------------------------------------------------- properties: every reader
 
+@pytest.mark.slow
 @FAST
 @given(data=st.data())
 def test_corrupted_dataset_construct(data, bundle_values, tmp_path_factory, capsys):
@@ -269,6 +270,7 @@ def test_corrupted_dataset_construct(data, bundle_values, tmp_path_factory, caps
     construct_fails(ds, tmp, capsys)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("which", ["dataset", "model"])
 @FAST
 @given(data=st.data(), command=st.sampled_from(["verify", "audit"]))
@@ -280,6 +282,7 @@ def test_corrupted_input_verify_audit(which, data, command, bundle_values, tmp_p
     assert_input_error(rc, out, err, paths[which])
 
 
+@pytest.mark.slow
 @FAST
 @given(data=st.data())
 def test_corrupted_certificate(data, bundle_values, tmp_path_factory, capsys):
@@ -716,6 +719,7 @@ def test_fraction_strings(p, q):
     assert as_fraction(parse_number(f"{p}", "x")) == p
 
 
+@pytest.mark.slow
 @settings(max_examples=150, deadline=None)
 @given(st.text(max_size=12))
 def test_malformed_number_strings_are_errors(text):

@@ -45,6 +45,7 @@ def test_cli_import_does_not_import_torch():
                           check=True).stdout.strip() == "False"
 
 
+@pytest.mark.slow
 def test_grids_verdicts_and_from_need_no_torch(tmp_path):
     """Only training needs torch: every experiment's grid and verdict load, and --from summarises
     records, in a process where ``import torch`` fails."""
@@ -96,6 +97,7 @@ def test_unwritable_out_fails_before_training(torch, capsys, tmp_path, monkeypat
 
 # --- quick modes -------------------------------------------------------------------------------
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", EXPERIMENTS)
 def test_quick_mode_end_to_end(torch, capsys, tmp_path, name):
     assert main(["experiment", name, "--quick", "--json", "--out", str(tmp_path)]) == 0
@@ -316,6 +318,7 @@ def test_from_records_file(capsys, tmp_path):
     assert "line 1: neither a record nor a sweep header" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_sweep_runs_tiny_jobs_in_parallel_processes(torch, tmp_path):
     out = tmp_path / "sweep"
     run = subprocess.run([sys.executable, "-m", "tfcert.experiments.sweep", "--out", str(out), "--device", "cpu",

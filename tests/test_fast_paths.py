@@ -44,6 +44,7 @@ def rank_one_case(draw):
     return draw(vec(d)), draw(vec(d)), [draw(vec(d)) for _ in range(n)]
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None)
 @given(rank_one_case())
 def test_rank_one_argmax_equals_all_scores(case):
@@ -66,6 +67,7 @@ def as_fraction(x: fmpq) -> Fraction:
     return Fraction(int(x.p), int(x.q))
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None)
 @given(ff_case())
 def test_sparse_feed_forward_equals_the_dense_formula(case):
@@ -98,6 +100,7 @@ def planar_case(draw):
     return LowRank(scale, terms), [draw(grid) for _ in range(n)]
 
 
+@pytest.mark.slow
 @settings(max_examples=500, deadline=None)
 @given(planar_case())
 def test_argmax_by_convex_layers_equals_all_scores(case):
@@ -125,6 +128,7 @@ close = st.builds(lambda s, k, e: fmpq(s) * (fmpq(1) + fmpq(k, 2 ** 80)) * fmpq(
                   st.sampled_from([1, -1]), st.integers(-3, 3), st.sampled_from([0, 0, 1, 1100, -1100]))
 
 
+@pytest.mark.slow
 @settings(max_examples=200, deadline=None)
 @given(st.lists(close, min_size=1, max_size=12), st.lists(st.tuples(st.integers(0, 11), close), max_size=12),
        close, close)
@@ -345,6 +349,7 @@ def score_case(draw):
     return d, A, mi, ei, xi, tuple(map(max, M, mi)), tuple(map(max, E, ei))
 
 
+@pytest.mark.slow
 @settings(max_examples=200, deadline=None)
 @given(score_case())
 def test_the_score_error_taken_per_sequence_equals_its_defining_bound(case):

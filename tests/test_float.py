@@ -53,6 +53,7 @@ def check_bounds(ds: dict, attention: str) -> dict[str, Fraction]:
     return claims
 
 
+@pytest.mark.slow
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(datasets(max_d=6, max_n_seq=4, max_len=6, max_tokens=24), st.sampled_from(["hardmax", "softmax"]))
 @example(dataset_json(3, [([(1, 2, 3), (0, 0, 1), (5, -1, 2)], [(9, 9, 9), (-4, 0, 1)]),

@@ -71,6 +71,7 @@ def paths(value, path=()):
 FILES = ["model.json", "dataset.json", "certificate.json"]
 
 
+@pytest.mark.slow
 @FUZZ
 @given(which=st.sampled_from(FILES), attention=st.sampled_from(["hardmax", "softmax"]), data=st.binary(max_size=300))
 def test_random_bytes(which, attention, data, bases):
@@ -83,6 +84,7 @@ def test_random_json(which, attention, value, bases):
     outcome({**bases[attention], which: json.dumps(value).encode()})
 
 
+@pytest.mark.slow
 @FUZZ
 @given(which=st.sampled_from(FILES), attention=st.sampled_from(["hardmax", "softmax"]), data=st.data())
 def test_one_subtree_replaced(which, attention, data, bases):
@@ -102,6 +104,7 @@ def test_one_subtree_replaced(which, attention, data, bases):
     outcome({**bases[attention], which: json.dumps(value).encode()})
 
 
+@pytest.mark.slow
 @FUZZ
 @given(which=st.sampled_from(FILES), attention=st.sampled_from(["hardmax", "softmax"]), data=st.data())
 def test_one_byte_changed(which, attention, data, bases):

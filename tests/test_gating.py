@@ -57,6 +57,7 @@ def corrupt(folder: Path) -> None:
     (folder / "certificate.json").write_text(json.dumps(cert))
 
 
+@pytest.mark.slow
 def test_workflow_gates_a_repository(repo):
     commands = workflow_commands()
     assert commands and any(c.startswith("tfcert check") for c in commands)
@@ -73,6 +74,7 @@ def test_workflow_gates_a_repository(repo):
     assert suites.get("failures") == "1" and failed == ["leaders/hat/block 1"]
 
 
+@pytest.mark.slow
 def test_pre_commit_hook_gates_a_repository(repo):
     command = hook_command()
     proc = sh(command, repo)

@@ -30,6 +30,7 @@ def test_bundles_cover_both_attentions(bundles):
     assert all(judge(b["model.json"], b["dataset.json"], b["certificate.json"]) == (True, "") for b in bundles)
 
 
+@pytest.mark.slow
 def test_campaign_of_200_has_no_survivor(bundles):
     result = campaign(220, seed=11, bundles=bundles)
     assert result["survivors"] == [] and result["score"] == 1.0, result["survivors"][:5]
@@ -37,6 +38,7 @@ def test_campaign_of_200_has_no_survivor(bundles):
     assert result["caught"] > 100 and result["kept"] > 5  # both ways are exercised
 
 
+@pytest.mark.slow
 @settings(max_examples=3, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(seed=st.integers(0, 2**32))
 def test_campaign_any_seed(seed, bundles):
@@ -74,6 +76,7 @@ def test_cli_selftest_json(capsys):
     assert capsys.readouterr().err.startswith("error: --mutations")
 
 
+@pytest.mark.slow
 def test_campaign_has_teeth(bundles, monkeypatch):
     """With the hat claim's check switched off the campaign finds survivors:
     it can tell a checker that misses false claims."""

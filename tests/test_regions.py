@@ -2,6 +2,7 @@
 same statement as the direct query over t."""
 from __future__ import annotations
 
+import pytest
 import z3
 from flint import fmpq
 from hypothesis import given, settings
@@ -23,6 +24,7 @@ def direct(ff: FF, lo: fmpq, hi: fmpq) -> bool:
     return solver.check() == z3.sat
 
 
+@pytest.mark.slow
 @settings(max_examples=150, deadline=None)
 @given(st.lists(small, min_size=1, max_size=4).flatmap(lambda b: st.tuples(
     st.just(b), st.lists(st.lists(small, min_size=len(b), max_size=len(b)), min_size=2, max_size=2),

@@ -99,6 +99,7 @@ def test_runs_are_deterministic(torch, problem):
     assert run(problem, _plan(3), 5, lambda _: None) == run(problem, _plan(3), 5, lambda _: None)
 
 
+@pytest.mark.slow
 def test_cli_end_to_end(torch, capsys, tmp_path, monkeypatch):
     import jsonschema
 

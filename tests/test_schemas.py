@@ -41,6 +41,7 @@ def test_every_schema_is_a_valid_schema():
         jsonschema.Draft202012Validator.check_schema(load_schema(name))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("path", sorted(CERTS.glob("*/*.json")) + sorted((REPO / "tfcert" / "examples").glob("*.json")),
                          ids=lambda p: str(p.relative_to(REPO)))
 def test_every_shipped_file_validates(path):
@@ -58,6 +59,7 @@ def test_schemas_refuse_what_the_readers_refuse():
         validate(data, "dataset")
 
 
+@pytest.mark.slow
 def test_cli_outputs_validate(tmp_path, capsys):
     validate(json_out(["construct", DEMO, "-o", tmp_path / "b", "--json"], capsys), "construct-output")
     for folder in (HARDMAX, SOFTMAX):
@@ -123,6 +125,7 @@ def test_infoflow_table_validates(monkeypatch, capsys):
     validate(json_out(["infoflow", "table", "--json"], capsys), "infoflow-table-output")
 
 
+@pytest.mark.slow
 def test_experiment_output_validates(monkeypatch, capsys, tmp_path):
     pytest.importorskip("torch")
     doc = json_out(["experiment", "triangle", "--quick", "--json", "--out", tmp_path], capsys)

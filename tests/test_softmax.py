@@ -224,6 +224,7 @@ def test_cli_construct_softmax_and_width(tmp_path, capsys):
                  "--width", "8"]) == 0
 
 
+@pytest.mark.slow
 def test_demo_softmax_prints_tightness(tmp_path, capsys):
     assert main(["demo", "-o", str(tmp_path / "demo"), "--attention", "softmax"]) == 0
     out = capsys.readouterr().out

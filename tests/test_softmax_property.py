@@ -6,6 +6,7 @@ import json
 import tempfile
 from pathlib import Path
 
+import pytest
 import mpmath
 from hypothesis import HealthCheck, assume, given, settings, strategies as st
 
@@ -85,6 +86,7 @@ def datasets(draw):
             "pairs": [{"input": [text(t) for t in i], "output": [text(t) for t in o]} for i, o in zip(pairs, out)]}
 
 
+@pytest.mark.slow
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
 @given(datasets())
 def test_softmax_interpolates_exactly_at_and_below_tau_star(raw):

@@ -326,6 +326,7 @@ def test_construct_with_huge_coordinates(attention, scale, tmp_path, capsys):
                 "--certificate", b / "certificate.json"], capsys)[0] == 0
 
 
+@pytest.mark.slow
 def test_replay_past_the_bits_limit_is_not_checked_fast(hard, tmp_path, capsys):
     """1000 blocks with η = 1e4000: the replay stops at the bits limit and
     every replayed claim fails as "not checked", quickly and briefly."""

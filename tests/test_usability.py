@@ -224,6 +224,7 @@ def test_progress_on_a_terminal_and_quiet(monkeypatch):
 
 # ---------------------------------------------------------------- pictures
 
+@pytest.mark.slow
 def test_plot_d2_and_high_d(tmp_path, capsys):
     rc, out, _ = run(["plot", HARDMAX, "-o", tmp_path / "h", "--json"], capsys)
     files = json.loads(out)["files"]
@@ -233,6 +234,7 @@ def test_plot_d2_and_high_d(tmp_path, capsys):
     assert rc == 0 and set(json.loads(out)["files"]) == {"profile"}  # d = 20: no token picture
 
 
+@pytest.mark.slow
 def test_plot_reads_phases_from_the_certificate(tmp_path, capsys):
     """Phase names and block ranges come from the file: renamed phases are drawn under their new names."""
     from tfcert.plot import PhaseSpan, snapshot_ends
@@ -253,12 +255,14 @@ def test_plot_of_an_audit_certificate(tmp_path, capsys):
     assert run(["plot", folder], capsys)[0] == 0
 
 
+@pytest.mark.slow
 def test_bench_draws_its_plots(tmp_path, capsys):
     rc, out, _ = run(["bench", "--quick", "--json", "--out", tmp_path], capsys)
     files = json.loads(out)["files"]
     assert rc == 0 and all(Path(files[k]).read_bytes()[:8] == PNG for k in ("scaling", "width"))
 
 
+@pytest.mark.slow
 def test_plots_render_headless(tmp_path):
     """A child without any display, as CI runs it."""
     code = f"import sys; from tfcert.main import main; sys.exit(main(['plot', {str(HARDMAX)!r}, '-o', {str(tmp_path)!r}]))"

@@ -5,6 +5,7 @@ import json
 from fractions import Fraction
 from pathlib import Path
 
+import pytest
 from hypothesis import HealthCheck, assume, given, settings, strategies as st
 
 from tfcert.infoflow import (Architecture, Combine, Comparison, Reduce, Score, Target,
@@ -75,6 +76,7 @@ def accepted(doc: dict, proofs: bool = False):
 SLOW = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
+@pytest.mark.slow
 @SLOW
 @given(st.data())
 def test_every_witness_written_is_accepted(data):
@@ -147,6 +149,7 @@ TAMPERING = {"fact removed": _remove_fact, "exponent lowered": _lower_exponent,
              "head added": _add_head, "information set changed": _change_information_set}
 
 
+@pytest.mark.slow
 @SLOW
 @given(st.data(), st.sampled_from(sorted(TAMPERING)))
 def test_tampered_witnesses_are_rejected(data, kind):
@@ -190,6 +193,7 @@ def test_deleting_every_fact_is_refused():
     assert not report.valid and report.errors[0].startswith("step 1 (y at T+1, layer 2, readout)")
 
 
+@pytest.mark.slow
 def test_large_information_sets_are_given_as_unions_and_checked():
     """40 anchors then 40 resolves: I(T+1, 2) would list 40 * 41 + 1 positions; the witness
     gives each set as the union of the sets its heads read."""

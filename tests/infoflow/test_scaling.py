@@ -1,5 +1,7 @@
 """Sizes the first encoding could not reach are answered (with proofs and a checked witness);
 the timings are a benchmark, ``python tests/infoflow/bench_scaling.py``, not a test."""
+import pytest
+
 from tfcert.infoflow import (Architecture, Comparison, Target, builtin_target, check_document,
                              min_heads, predict, recheck)
 
@@ -11,6 +13,7 @@ def test_intrinsic_dimension_ten():
     assert all(recheck(p.smt2) == "unsat" for p in m.proofs)
 
 
+@pytest.mark.slow
 def test_two_hundred_comparisons():
     target = Target("flat200", tuple(Comparison(f"c{i}", 2) for i in range(200)))
     assert min_heads(target, 64, 2).min_heads == (200, 200)
