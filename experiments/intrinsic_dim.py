@@ -98,6 +98,31 @@ FULL = (
     Variant("bilinear, 5000 steps", _shape("bilinear", heads=4), **{**_ABL, "train": replace(FULL_TRAIN, steps=5000)}),
     Variant("bilinear, batch 512", _shape("bilinear", heads=4), **{**_ABL, "train": replace(FULL_TRAIN, batch=512)}),
 )
+# The grids, chosen from the calculus: one head fewer leaves only decoding the whole sequence,
+# exponent T·d/E − 1, which is > 0 only where T·d > E, while (D, D) has exponent 0. So E < d·T at
+# every T of a grid (at d = 4, E = 64, T <= 16 every pattern has exponent 0 and nothing separates),
+# and E >= d + d·D, room for a token and the D tokens its layer-1 heads retrieve; head dimension
+# 8 >= d, so one head can carry one token. CPU: E = 24, T = 8 and 16 (one head fewer: 1/3 and 5/3),
+# one job per T and seed (a resumed run loses at most one job). GPU: E = 32, T = 16 and 32 (1 and 3),
+# D up to 6, one bank.
+CPU_TRAIN = TrainConfig(steps=4000, batch=128, eval_size=8192, log_every=250, checkpoints=4)
+CPU_GRID = tuple(Variant("bilinear, E=24", _shape("bilinear", E=24, heads=3), (2, 3), (T,), PATTERNS[:3],
+                         CPU_TRAIN, lrs=(5e-3,)) for T in (8, 16))
+GPU_GRID = (Variant("bilinear, E=32", _shape("bilinear", E=32), (2, 3, 4, 5, 6), (16, 32), PATTERNS, FULL_TRAIN,
+                    lrs=(5e-3,)),)
+GRIDS = ("cpu", "gpu")
+
+
+def grid_jobs(name: str, seed: int = 0) -> list[Job]:
+    """The jobs of grid ``name`` (``GRIDS``) over seeds S, S+1, S+2: on CPU one per T and seed,
+    on a GPU the whole grid as one bank."""
+    seeds = (seed, seed + 1, seed + 2)
+    if name == "gpu":
+        return GPU_GRID[0].jobs(seeds)
+    return [replace(job, name=f"{job.name}, T={v.lengths[0]}, seed {s}")
+            for s in seeds for v in CPU_GRID for job in v.jobs((s,))]
+
+
 QUICK = (Variant("bilinear", _shape("bilinear", E=32, heads=2), (2,), (8,), ("D,D", "D-1,D"),
                  TrainConfig(steps=2000, batch=128, eval_size=4096, log_every=250, checkpoints=2), lrs=(5e-3,)),)
 QUICK_SCOPE = ("one seed, D = 2, T = 8, 2000 steps of a small model: enough to see (D,D) pull ahead of "

@@ -32,21 +32,28 @@ from dataclasses import replace
 from importlib import import_module
 from pathlib import Path
 
+from tfcert.experiments.intrinsic_dim import GRIDS, grid_jobs
+
 EXPERIMENTS = ("intrinsic_dim", "cost_law", "depth", "triangle")
 MARGIN = 25.0  # seconds kept free at the end: the last checkpoint, the records, the merge
 
 
-def all_jobs(only: tuple[str, ...], tiny: bool, seed: int = 0) -> list:
-    jobs = []
-    for name in EXPERIMENTS:
-        module = import_module(f"tfcert.experiments.{name}")
-        if only and module.NAME not in only:
-            continue
-        jobs += module.jobs(False, seed)
+def all_jobs(only: tuple[str, ...], tiny: bool, seed: int = 0, grid: str | None = None) -> list:
+    """Every full job of the experiments named in ``only`` (all if empty), or the jobs of one
+    intrinsic-dimension grid (``--grid``)."""
+    if grid is not None:
+        jobs = grid_jobs(grid, seed)
+    else:
+        jobs = [j for name in EXPERIMENTS for j in _full_jobs(name, only, seed)]
     if tiny:
         jobs = [replace(j, train=replace(j.train, steps=60, batch=8, eval_size=256, log_every=20, checkpoints=2))
                 for j in jobs]
     return jobs
+
+
+def _full_jobs(name: str, only: tuple[str, ...], seed: int) -> list:
+    module = import_module(f"tfcert.experiments.{name}")
+    return [] if only and module.NAME not in only else module.jobs(False, seed)
 
 
 def worker(index: int, args: argparse.Namespace) -> int:
@@ -58,7 +65,7 @@ def worker(index: int, args: argparse.Namespace) -> int:
     torch.backends.cudnn.allow_tf32 = False
     if args.device == "cpu":
         torch.set_num_threads(1)
-    job = all_jobs(tuple(args.only), args.tiny)[index]
+    job = _jobs(args)[index]
     parts = Path(args.parts)
     log_file = open(parts / f"{index}.log", "a", buffering=1)
 
@@ -77,8 +84,21 @@ def worker(index: int, args: argparse.Namespace) -> int:
     return 0
 
 
-def _merge(out: Path, parts: Path, header: dict, n: int) -> None:
-    lines = [json.dumps({"sweep": header})]
+def _jobs(args: argparse.Namespace) -> list:
+    return all_jobs(tuple(args.only), args.tiny, grid=args.grid)
+
+
+def _earlier(out: Path) -> list[str]:
+    """The record lines of an earlier run in DIR/records.jsonl (``--resume``)."""
+    path = out / "records.jsonl"
+    if not path.exists():
+        return []
+    lines = [line for line in path.read_text().splitlines() if line.strip()]
+    return [line for line in lines if "sweep" not in json.loads(line)]
+
+
+def _merge(out: Path, parts: Path, header: dict, n: int, earlier: list[str]) -> None:
+    lines = [json.dumps({"sweep": header}), *earlier]
     for i in range(n):
         f = parts / f"{i}.jsonl"
         if f.exists():
@@ -100,19 +120,23 @@ def parent(args: argparse.Namespace) -> int:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     parts = Path(tempfile.mkdtemp(prefix="tfcert-sweep-"))
-    jobs = all_jobs(tuple(args.only), args.tiny)
+    jobs = _jobs(args)
+    earlier = _earlier(out) if args.resume else []
+    done = {json.loads(line)["job"] for line in earlier}
     deadline = start + args.budget - MARGIN
     header = {"commit": args.commit, "device": args.device, "hardware": _hardware(args.device),
-              "budget_seconds": args.budget, "tiny": args.tiny,
-              "jobs": [{"name": j.name, "members": len(j.members), "state": "waiting"} for j in jobs]}
+              "budget_seconds": args.budget, "tiny": args.tiny, "grid": args.grid,
+              "jobs": [{"name": j.name, "members": len(j.members),
+                        "state": "done earlier" if j.name in done else "waiting"} for j in jobs]}
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     running: dict[int, subprocess.Popen] = {}
-    waiting = list(range(len(jobs)))
+    waiting = [i for i, j in enumerate(jobs) if j.name not in done]
     while waiting or running:
         while waiting and len(running) < args.processes:
             i = waiting.pop(0)
             cmd = [sys.executable, "-m", "tfcert.experiments.sweep", "--worker", str(i), "--parts", str(parts),
                    "--deadline", str(deadline), "--device", args.device, *(["--tiny"] if args.tiny else []),
+                   *(["--grid", args.grid] if args.grid else []),
                    *sum((["--only", o] for o in args.only), [])]
             running[i] = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL,
                                           stderr=open(parts / f"{i}.err", "w"))
@@ -127,12 +151,12 @@ def parent(args: argparse.Namespace) -> int:
                     print(f"job {i} {jobs[i].name} failed:\n{err}", file=sys.stderr)
                 del running[i]
         header["wall_seconds"] = round(time.time() - start, 1)
-        _merge(out, parts, header, len(jobs))
+        _merge(out, parts, header, len(jobs), earlier)
     header["wall_seconds"] = round(time.time() - start, 1)
-    _merge(out, parts, header, len(jobs))
+    _merge(out, parts, header, len(jobs), earlier)
     print(f"sweep: {len(jobs)} jobs in {header['wall_seconds']} s; "
-          f"{sum(j['state'] == 'done' for j in header['jobs'])} done; wrote {out / 'records.jsonl'}")
-    return 0 if all(j["state"] == "done" for j in header["jobs"]) else 1
+          f"{sum(j['state'].startswith('done') for j in header['jobs'])} done; wrote {out / 'records.jsonl'}")
+    return 0 if all(j["state"].startswith("done") for j in header["jobs"]) else 1
 
 
 def _hardware(device: str) -> str:
@@ -153,6 +177,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--processes", type=int, default=16, help="jobs run at once")
     p.add_argument("--only", action="append", default=[], help="an experiment name (repeatable)")
     p.add_argument("--tiny", action="store_true", help="test the machinery: a few steps per job")
+    p.add_argument("--grid", choices=GRIDS, help="run only this intrinsic-dimension grid: cpu (D = 2, 3, one job "
+                                                 "per T and seed) or gpu (D = 2..6, one bank)")
+    p.add_argument("--resume", action="store_true",
+                   help="keep the records already in DIR/records.jsonl and run only the jobs they lack")
     p.add_argument("--commit", default=None, help="the commit of the source tree, for the header")
     p.add_argument("--worker", type=int, help=argparse.SUPPRESS)
     p.add_argument("--parts", help=argparse.SUPPRESS)
