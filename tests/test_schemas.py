@@ -3,6 +3,7 @@
 prints them."""
 from __future__ import annotations
 
+import argparse
 import json
 import shutil
 from pathlib import Path
@@ -11,7 +12,7 @@ import jsonschema
 import pytest
 from conftest import REPO
 
-from tfcert.main import main
+from tfcert.main import build_parser, main
 from tfcert.schemas import load_schema, names
 
 CERTS = REPO / "certificates"
@@ -36,7 +37,7 @@ def test_every_schema_is_a_valid_schema():
     assert {"dataset", "model", "certificate", "verify-output", "audit-output", "construct-output", "check-output",
             "plot-output", "bench-output", "infoflow-predict-output", "infoflow-min-heads-output",
             "infoflow-table-output", "experiment-output", "smt-index",
-            "infoflow-check-output"} == set(names())
+            "infoflow-check-output", "infoflow-depth-output", "selftest-output"} == set(names())
     for name in names():
         jsonschema.Draft202012Validator.check_schema(load_schema(name))
 
@@ -114,6 +115,58 @@ def test_infoflow_check_output_validates(tmp_path, capsys):
     doc = json_out(["infoflow", "check", w, "--json"], capsys)
     assert doc["valid"] is False and doc["errors"][0].startswith("claimed exponent 1")
     validate(doc, "infoflow-check-output")
+
+
+def _json_commands(parser: argparse.ArgumentParser, path: tuple[str, ...] = ()):
+    """Every command (as its words) that takes --json."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for name, sub in action.choices.items():
+                yield from _json_commands(sub, (*path, name))
+        elif "--json" in action.option_strings:
+            yield path
+
+
+def test_every_json_option_has_a_schema():
+    """`tfcert X --json` is described by `tfcert schema X-output` (every experiment by one schema)."""
+    commands = list(_json_commands(build_parser()))
+    assert ("infoflow", "depth") in commands and ("selftest",) in commands
+    for words in commands:
+        name = "experiment-output" if words[0] == "experiment" else "-".join(words) + "-output"
+        assert name in names(), f"tfcert {' '.join(words)} --json has no schema {name}"
+
+
+def test_infoflow_depth_output_validates(capsys):
+    """A depth with its witness and the cost of one layer fewer, and a target with no depth."""
+    doc = json_out(["infoflow", "depth", "--target", "alternation:k=3", "--T", "16", "--json"], capsys)
+    assert doc["depth"] == 3 and doc["fewer_layers"]["efficient"] is False
+    validate(doc, "infoflow-depth-output")
+    doc = json_out(["infoflow", "depth", "--target", "triangle-center", "--T", "8", "--json"], capsys)
+    assert doc["depth"] is None and doc["fewer_layers"] is None
+    validate(doc, "infoflow-depth-output")
+
+
+def test_selftest_output_validates(capsys, monkeypatch):
+    """Written like every --json output (json_text), with and without survivors."""
+    from tfcert import selftest
+    from tfcert.report import json_text
+
+    capsys.readouterr()
+    assert main(["selftest", "--mutations", "3", "--seed", "1", "--json"]) == 0
+    out = capsys.readouterr().out
+    assert out == json_text(json.loads(out)) + "\n"
+    validate(json.loads(out), "selftest-output")
+    monkeypatch.setattr(selftest, "checker", lambda files: "accepted")  # a checker that accepts every mutant
+    assert main(["selftest", "--mutations", "3", "--seed", "1", "--json"]) == 1
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["survivors"]
+    validate(doc, "selftest-output")
+
+
+def test_bench_shards_output_validates(tmp_path, capsys):
+    doc = json_out(["bench", "--shards", "2", "--shapes", "6x5x2x4", "--json", "--out", tmp_path], capsys)
+    assert doc["shard_costs"][0]["merged_equals_full"] is True
+    validate(doc, "bench-output")
 
 
 def test_infoflow_table_validates(monkeypatch, capsys):

@@ -24,6 +24,7 @@ from pathlib import Path
 
 from tfcert.verify.errors import InputError
 from tfcert.oracle import judge
+from tfcert.report import json_text
 
 KINDS = ("parameter", "claim", "block-order", "dataset-token", "sha256", "field-added", "field-removed", "list")
 WEIGHTS = (30, 30, 5, 10, 4, 8, 8, 5)
@@ -244,7 +245,7 @@ def run_selftest(mutations: int, seed: int, as_json: bool) -> int:
         raise InputError(f"--mutations: {mutations} must be at least 1")
     result = campaign(mutations, seed)
     if as_json:
-        print(json.dumps(result, indent=1))
+        print(json_text(result))
     else:
         print(f"{result['mutations']} mutations of {result['bundles']} bundles (seed {seed}): "
               f"{result['caught']} caught, {result['kept']} kept (still true), {len(result['survivors'])} survivors; "
