@@ -86,3 +86,109 @@ def test_plot_that_fails_writes_nothing(tmp_path, capsys):
     assert not (tmp_path / "p").exists()
     rc, _, _ = plot_json(["plot", folder], capsys)
     assert rc == 2 and sorted(p.name for p in folder.iterdir()) == ["certificate.json", "dataset.json", "model.json"]
+
+
+# ---------------------------------------------------------------- what the pictures show
+
+def built(tmp_path_factory, name: str, ds: dict, attention: str = "hardmax") -> Path:
+    return bundle_folder(ds, attention, tmp_path_factory.mktemp("bundles") / name)
+
+
+@pytest.fixture(scope="module")
+def one_token(tmp_path_factory) -> Path:
+    return built(tmp_path_factory, "one", ONE_TOKEN)
+
+
+def profile_axes(folder: Path):
+    from tfcert.plot import figures, read_bundle
+
+    fig = figures(*read_bundle(folder))[0]["profile"]
+    return fig, {ax.get_label(): ax for ax in fig.axes}
+
+
+@pytest.mark.parametrize("folder", [CERTS / "demo-hardmax", CERTS / "demo-softmax", CERTS / "random-d20-wide", None])
+def test_profile_shows_every_phase_with_whole_ticks_and_labels_apart(folder, one_token):
+    """Both halves of the model carry data (the interpolation's snaps too; a lone token has no
+    gap or margin before them), ticks are whole blocks, every point lies inside the limits, and
+    no two phase labels overlap."""
+    from tfcert.plot import MARKERS
+
+    fig, axes = profile_axes(folder or one_token)
+    ax, strip = axes["profile"], axes["phases"]
+    cert = json.loads(((folder or one_token) / "certificate.json").read_text())
+    start = next(p["blocks"][0] for p in cert["phases"] if p["name"] == "interpolation")
+    points = [(x, y) for line in ax.get_lines() if line.get_label() in MARKERS for x, y in line.get_xydata()]
+    assert folder is None or any(x < start for x, _ in points), "nothing drawn before the interpolation"
+    assert any(x >= start for x, _ in points), "the interpolation half is empty"
+    (x0, x1), (y0, y1) = ax.get_xlim(), ax.get_ylim()
+    assert all(x0 < x < x1 and y0 < y < y1 for x, y in points)
+    ticks = [t for t in ax.get_xticks() if x0 <= t <= x1]
+    assert ticks and all(float(t).is_integer() for t in ticks)
+    renderer = fig.canvas.get_renderer()
+    boxes = [t.get_window_extent(renderer) for t in strip.texts]
+    assert len(boxes) >= 2
+    assert not any(a.overlaps(b) for i, a in enumerate(boxes) for b in boxes[i + 1:])
+
+
+def test_softmax_profile_shows_tau_star_and_the_noise():
+    from tfcert.plot import render_bundle
+
+    hard, soft = render_bundle(CERTS / "demo-hardmax"), render_bundle(CERTS / "demo-softmax")
+    assert hard.png["profile"] != soft.png["profile"]
+    fig, axes = profile_axes(CERTS / "demo-softmax")
+    tau = json.loads((CERTS / "demo-softmax" / "certificate.json").read_text())["tau_star"]
+    assert tau in axes["phases"].get_title()
+    labels = {line.get_label() for line in axes["profile"].get_lines()}
+    assert {"collapse noise bound at τ*", "noise the snaps allow", "snap radius (its plateau)"} <= labels
+
+
+@pytest.mark.parametrize("folder", [CERTS / "demo-hardmax", CERTS / "demo-softmax", None])
+def test_phases_panels_hold_every_marker_whole(folder, one_token):
+    """Every token and target marker lies inside its panel (the shared target at (3, -1.25) was cut)."""
+    import math
+
+    from tfcert.plot import figures, read_bundle
+
+    fig = figures(*read_bundle(folder or one_token))[0]["phases"]
+    fig.canvas.draw()
+    seen = 0
+    for ax in fig.axes:
+        box = ax.get_window_extent()
+        for collection in ax.collections:
+            radius = math.sqrt(max(collection.get_sizes())) / 2 * fig.dpi / 72
+            for x, y in ax.transData.transform(collection.get_offsets()):
+                seen += 1
+                assert box.x0 <= x - radius and x + radius <= box.x1 and box.y0 <= y - radius and y + radius <= box.y1
+    assert seen
+
+
+def test_plot_says_which_pictures_it_does_not_draw(tmp_path, capsys):
+    """d = 20: no phases.png, said on stderr and under "skipped" with --json (the tour promised both)."""
+    from jsonschema import validate
+
+    from tfcert.schemas import load_schema
+
+    rc, doc, err = plot_json(["plot", CERTS / "random-d20-wide", "-o", tmp_path / "w", "--json"], capsys)
+    assert rc == 0 and set(doc["files"]) == {"profile"} and "d = 20" in doc["skipped"]["phases"]
+    assert err.startswith("note: no phases.png: ") and "d = 20" in err
+    validate(doc, load_schema("plot-output"))
+    rc, doc, _ = plot_json(["plot", CERTS / "demo-hardmax", "-o", tmp_path / "h", "--json"], capsys)
+    assert rc == 0 and doc["skipped"] == {} and set(doc["files"]) == {"phases", "profile"}
+    capsys.readouterr()
+    assert main(["plot", str(CERTS / "random-d20-wide"), "-o", str(tmp_path / "t")]) == 0
+    out, err = capsys.readouterr()
+    assert "profile.png" in out and "phases" not in out and "note: no phases.png" in err
+
+
+def test_bench_width_picture_shows_both_series():
+    """Parameters fall by a few per block saved: on twin axes the two curves coincided."""
+    from tfcert.bench import width_figure
+
+    trade = [{"width": w, "blocks": b, "parameters": p}
+             for w, b, p in [(4, 51, 3360), (8, 31, 3280), (16, 26, 3260), (48, 23, 3248), (80, 22, 3244)]]
+    fig = width_figure(trade)
+    axes = [ax for ax in fig.axes if ax.get_lines()]
+    assert [list(ax.get_lines()[0].get_ydata()) for ax in axes] == [[r["blocks"] for r in trade],
+                                                                  [r["parameters"] for r in trade]]
+    a, b = (ax.get_window_extent() for ax in axes)
+    assert not a.overlaps(b)

@@ -197,14 +197,14 @@ class Bundle:
 
     def plot(self, directory: str | Path) -> dict[str, Path]:
         """Draw the pictures of ``tfcert plot`` into ``directory``."""
-        from tfcert.plot import draw, phases
+        from tfcert.plot import phases, render
         from tfcert.verify.formats import read_model
 
         docs = self.documents()
         model = read_model(docs["model"])
         cert = docs["certificate"].value
-        return draw(model, read_dataset(docs["dataset"]), cert, phases(cert, len(model.blocks), "certificate.json"),
-                    Path(directory))
+        return render(model, read_dataset(docs["dataset"]), cert,
+                      phases(cert, len(model.blocks), "certificate.json")).write(directory)
 
     def _repr_html_(self) -> str:
         cert = self.certificate

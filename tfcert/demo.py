@@ -9,7 +9,7 @@ from pathlib import Path
 
 from tfcert.audit.audit import tightness
 from tfcert.construct.bundle import build, write
-from tfcert.plot import draw, phases
+from tfcert.plot import phases, render
 from tfcert.progress import Bar
 from tfcert.report import human, phase_table, size_line
 from tfcert.verify.check import verify_files
@@ -41,6 +41,6 @@ def run_demo(output: str, attention: str) -> int:
     report = verify_files(out / "model.json", out / "dataset.json", out / "certificate.json")
     print(human(report))
     cert = json.loads(bundle.files["certificate.json"])
-    pictures = draw(c.model, bundle.dataset, cert, phases(cert, len(c.model.blocks), "certificate.json"), out)
+    pictures = render(c.model, bundle.dataset, cert, phases(cert, len(c.model.blocks), "certificate.json")).write(out)
     print(f"wrote {out}/dataset.json, model.json, certificate.json, {pictures['phases']} and {pictures['profile']}")
     return 0 if report.ok else 1

@@ -211,11 +211,14 @@ def cmd_audit(args) -> int:
 
 
 def cmd_plot(args) -> int:
-    from tfcert.plot import plot_bundle
+    from tfcert.plot import render_bundle
 
-    files = plot_bundle(args.bundle, args.output or args.bundle)
+    pictures = render_bundle(args.bundle)
+    files = pictures.write(args.output or args.bundle)
+    for name, why in pictures.skipped.items():
+        print(f"note: no {name}.png: {why}", file=sys.stderr)
     if args.json:
-        _print_json({"files": {k: str(v) for k, v in files.items()}})
+        _print_json({"files": {k: str(v) for k, v in files.items()}, "skipped": pictures.skipped})
     else:
         print("wrote " + ", ".join(str(v) for v in files.values()))
     return 0

@@ -23,9 +23,6 @@ from tfcert.verify.enclose import coordinate_range, is_point
 from tfcert.verify.evaluate import Replay
 from tfcert.verify.formats import Dataset, Model, array, integer, obj, read_dataset, read_model
 
-MARGIN_FIELDS = {"margin": "isolation margin", "min_gap": "separation gap"}
-
-
 @dataclass(frozen=True)
 class PhaseSpan:
     name: str
@@ -105,10 +102,18 @@ def trace(model: Model, dataset: Dataset, spans: list[PhaseSpan]) -> tuple[list[
     return shots, gaps
 
 
+SERIES = {("separation", "min_gap"): "separation gap", ("hat", "margin"): "hat isolation margin",
+          ("snap", "radius"): "snap radius (its plateau)", ("tau_star", "noise_bound"): "collapse noise bound at τ*",
+          ("tau_star", "radius"): "noise the snaps allow"}
+MARKERS = {"least argmax gap (attention)": "o", "separation gap": "^", "hat isolation margin": "s",
+           "snap radius (its plateau)": "D", "collapse noise bound at τ*": "v", "noise the snaps allow": "x"}
+
+
 def margins(cert_value: dict, name: str) -> dict[str, dict[int, fmpq]]:
-    """Per block, the least of each margin a claim states (hat isolation
-    margins, separation gaps): what the construction keeps between tokens.
-    A null margin (one token alone has no neighbour to keep away) is not drawn."""
+    """Per block, the least of each distance a claim states (separation gap,
+    hat isolation margins, snap radii; softmax: the collapse's noise bound
+    and the noise the snaps allow): what the construction keeps between
+    tokens. A null margin (a token alone has no neighbour) is not drawn."""
     from tfcert.verify.numbers import parse_number
 
     out: dict[str, dict[int, fmpq]] = defaultdict(dict)
@@ -117,12 +122,12 @@ def margins(cert_value: dict, name: str) -> dict[str, dict[int, fmpq]]:
             block = claim.get("block") if isinstance(claim, dict) else None
             if not isinstance(block, int):
                 continue
-            for key, label in MARGIN_FIELDS.items():
-                if claim.get(key) is not None:
+            for (kind, key), label in SERIES.items():
+                if claim.get("kind") == kind and claim.get(key) is not None:
                     value = parse_number(claim[key], f"{name}: $.phases[{p}].claims[{c}].{key}")
                     if value > 0:
                         out[label][block] = min(value, out[label].get(block, value))
-    return dict(out)
+    return {label: out[label] for label in SERIES.values() if label in out}
 
 
 def log10(x: fmpq) -> float:
@@ -139,21 +144,29 @@ def _pyplot():
     return plt
 
 
+RING_STEP, RING_MAX = 1.6, 6.0  # a ring's growth in diameter over the one inside it; the outermost's cap
+
+
+def ring_sizes(k: int, base: float) -> list[float]:
+    """Marker areas of the k nested rings of a point shared by k sequences,
+    outermost first; the outermost is at most RING_MAX times the base diameter."""
+    step = min(RING_STEP, (RING_MAX - 1) / max(k - 1, 1))
+    return [base * (1 + step * (k - 1 - r)) ** 2 for r in range(k)]
+
+
 def _nested(ax, groups: dict, colors, marker: str, base: float, filled: bool) -> None:
     """Each point once: a point shared by k sequences is k nested markers,
     one ring per sequence, so no sequence hides another."""
     for point, seqs in groups.items():
-        k = len(seqs)
-        for r, j in enumerate(seqs):
-            size = base * (1 + 1.6 * (k - 1 - r)) ** 2 if k > 1 else base
+        for r, (j, size) in enumerate(zip(seqs, ring_sizes(len(seqs), base))):
             if filled:
                 ax.scatter([point[0]], [point[1]], s=size, color=colors(j % 10), edgecolors="white",
                            linewidths=0.6, zorder=3 + r)
             else:
-                ax.scatter([point[0]], [point[1]], s=size * 2.2, marker=marker, facecolors="none",
+                ax.scatter([point[0]], [point[1]], s=size, marker=marker, facecolors="none",
                            edgecolors=colors(j % 10), linewidths=1.4, zorder=2 + r)
-        if k > 1 and filled:
-            ax.annotate(str(k), point, textcoords="offset points", xytext=(5, 5), fontsize=7, color="0.25")
+        if len(seqs) > 1 and filled:
+            ax.annotate(str(len(seqs)), point, textcoords="offset points", xytext=(5, 5), fontsize=7, color="0.25")
 
 
 def _groups(seqs) -> dict:
@@ -165,6 +178,25 @@ def _groups(seqs) -> dict:
     return out
 
 
+def padded(lo: float, hi: float, pixels: float, reserve: float) -> tuple[float, float]:
+    """Axis limits around [lo, hi] leaving ``reserve`` pixels at each end of
+    an axis ``pixels`` long, so a marker that size on the extreme point is
+    drawn whole; a single value gets a span of its own."""
+    span = hi - lo if hi > lo else (abs(lo) / 5 or 2.0)
+    lo, hi = (lo, hi) if hi > lo else (lo - span / 2, hi + span / 2)
+    pad = span * reserve / max(pixels - 2 * reserve, 1.0)
+    return lo - pad, hi + pad
+
+
+def fit_axes(ax, points: list[tuple[float, float]], largest_area: float) -> None:
+    """Limits that show every point with its largest marker (area in pt²) inside the panel."""
+    box = ax.get_window_extent()
+    reserve = (math.sqrt(largest_area) / 2 + 4) * ax.figure.dpi / 72
+    xs, ys = [p[0] for p in points], [p[1] for p in points]
+    ax.set_xlim(*padded(min(xs), max(xs), box.width, reserve))
+    ax.set_ylim(*padded(min(ys), max(ys), box.height, reserve))
+
+
 def png(fig) -> bytes:
     """A figure's PNG bytes; the figure is closed."""
     buffer = io.BytesIO()
@@ -173,25 +205,34 @@ def png(fig) -> bytes:
     return buffer.getvalue()
 
 
-def token_picture(shots: list[Shot], dataset: Dataset) -> bytes:
+TOKEN, TARGET = 26.0, 57.0  # marker areas (pt²): a token, a target square around it
+
+
+def token_figure(shots: list[Shot], dataset: Dataset):
     """One panel per phase end; targets (squares) in the first and last panels."""
     from matplotlib.lines import Line2D
 
     plt = _pyplot()
     cols = min(len(shots), 4)
     rows = -(-len(shots) // cols)
-    height = 3.3 * rows + 0.8
+    height = 3.3 * rows + 0.5
     fig, axes = plt.subplots(rows, cols, figsize=(3.4 * cols, height), squeeze=False)
     colors = plt.get_cmap("tab10")
     targets = _groups([[tuple(shown(v) for v in y) for y in p.output] for p in dataset.pairs])
+    panels = []
     for n, ax in enumerate(axes.flat):
         if n >= len(shots):
             ax.axis("off")
             continue
         shot = shots[n]
-        _nested(ax, _groups(shot.tokens), colors, "o", 26, filled=True)
+        tokens = _groups(shot.tokens)
+        _nested(ax, tokens, colors, "o", TOKEN, filled=True)
+        points, largest = list(tokens), max(ring_sizes(max(map(len, tokens.values())), TOKEN))
         if n in (0, len(shots) - 1):
-            _nested(ax, targets, colors, "s", 26, filled=False)
+            _nested(ax, targets, colors, "s", TARGET, filled=False)
+            points += list(targets)
+            largest = max(largest, ring_sizes(max(map(len, targets.values())), TARGET)[0])
+        panels.append((ax, points, largest))
         where = "" if shot.block < 0 else f" (through block {shot.block})"
         ax.set_title(shot.label + where, fontsize=9)
         ax.grid(alpha=0.3)
@@ -204,63 +245,162 @@ def token_picture(shots: list[Shot], dataset: Dataset) -> bytes:
                        markeredgecolor="white", label="nested rings + count: a token shared by sequences")]
     fig.legend(handles=handles, loc="lower center", ncol=min(len(handles), 4), fontsize=7, frameon=False,
                bbox_to_anchor=(0.5, 0.0))
-    fig.suptitle("tokens of every sequence through the phases", fontsize=11)
-    fig.tight_layout(rect=(0, 0.75 / height, 1, 0.97))
-    return png(fig)
+    clamped = any(abs(v) == float(LIMIT) for _, points, _ in panels for p in points for v in p)
+    fig.suptitle("tokens of every sequence through the phases"
+                 + (" (coordinates beyond ±1e300 drawn at ±1e300)" if clamped else ""), fontsize=11)
+    fig.tight_layout(rect=(0, 0.45 / height, 1, 0.97))
+    for ax, points, largest in panels:  # after the layout: the reserve for markers is in pixels
+        fit_axes(ax, points, largest)
+    return fig
 
 
-def profile_picture(spans: list[PhaseSpan], n_blocks: int, gaps: dict[int, fmpq],
-                    margin: dict[str, dict[int, fmpq]]) -> bytes:
-    """log10 of each layer's least argmax gap and the claims' margins, phases shaded."""
+def blocks_spanned(spans: list[PhaseSpan], n_blocks: int) -> list[PhaseSpan]:
+    """The phases drawn in the profile's strip: those with blocks, but not a
+    summary spanning the whole model (such as "final") unless it is alone."""
+    moving = [s for s in spans if s.end > s.first]
+    return [s for s in moving if (s.first, s.end) != (0, n_blocks)] or moving
+
+
+def lanes(spans: list[PhaseSpan], width: dict[str, float]) -> list[int]:
+    """A row for each phase's bar and label in the strip: the first row in
+    which neither its blocks nor its label (``width`` in blocks) meet
+    those of a phase already there, so nothing is drawn over anything."""
+    taken: list[list[tuple[float, float]]] = []
+    out = []
+    for s in spans:
+        middle = (s.first + s.end - 1) / 2
+        extent = (min(s.first - 0.5, middle - width[s.name] / 2), max(s.end - 0.5, middle + width[s.name] / 2))
+        row = next((i for i, used in enumerate(taken) if all(extent[1] <= a or b <= extent[0] for a, b in used)),
+                   len(taken))
+        if row == len(taken):
+            taken.append([])
+        taken[row].append(extent)
+        out.append(row)
+    return out
+
+
+def _runs(blocks: list[int]) -> list[list[int]]:
+    """Consecutive blocks together: a line joins neighbouring layers only."""
+    out: list[list[int]] = []
+    for b in blocks:
+        if out and b == out[-1][-1] + 1:
+            out[-1].append(b)
+        else:
+            out.append([b])
+    return out
+
+
+def profile_figure(spans: list[PhaseSpan], n_blocks: int, gaps: dict[int, fmpq],
+                   margin: dict[str, dict[int, fmpq]], kind: str):
+    """log10 of each layer's least argmax gap and of the distances the claims
+    state, under a strip of the phases; softmax adds τ* and the collapse's noise."""
+    from matplotlib.ticker import MaxNLocator
+
     plt = _pyplot()
-    fig, ax = plt.subplots(figsize=(max(6.0, min(14.0, 0.12 * n_blocks + 5)), 3.6))
+    width = max(6.0, min(14.0, 0.12 * n_blocks + 5)) + 2.1
+    drawn = blocks_spanned(spans, n_blocks)
+    inches_per_block = (width - 3.0) / max(n_blocks, 1)
+    label_blocks = {s.name: (0.075 * len(s.name) + 0.1) / inches_per_block for s in drawn}
+    rows = lanes(drawn, label_blocks)
+    n_rows = max(rows, default=0) + 1
+    fig, (strip, ax) = plt.subplots(2, 1, sharex=True, figsize=(width, 3.4 + 0.22 * n_rows),
+                                    gridspec_kw={"height_ratios": [0.22 * n_rows, 3.0], "hspace": 0.05})
+    for s, row in zip(drawn, rows):
+        strip.barh(row, s.end - s.first, left=s.first - 0.5, height=0.8, color="0.88", edgecolor="0.6", linewidth=0.6)
+        strip.text((s.first + s.end - 1) / 2, row, s.name, ha="center", va="center", fontsize=7)
+        for edge in {s.first - 0.5, s.end - 0.5}:
+            ax.axvline(edge, color="0.75", linewidth=0.6, linestyle=":", zorder=0)
+    strip.set_ylim(n_rows - 0.5, -0.5)
+    strip.set_label("phases")
+    ax.set_label("profile")
+    strip.axis("off")
     series = {"least argmax gap (attention)": gaps, **margin}
-    for (label, values), marker in zip(series.items(), "o^sD"):
-        blocks = sorted(values)
-        ax.plot(blocks, [log10(values[b]) for b in blocks], marker=marker, linestyle="-" if len(blocks) > 1 else "",
-                markersize=4, linewidth=0.8, label=label)
-    shaded = [s for s in spans if s.end > s.first and (s.first, s.end) != (0, n_blocks)]
-    for i, s in enumerate(shaded):
-        ax.axvspan(s.first - 0.5, s.end - 0.5, color="0.9" if i % 2 else "0.96", zorder=0)
-        ax.text((s.first + s.end - 1) / 2, 1.0, s.name, transform=ax.get_xaxis_transform(), ha="center",
-                va="bottom", fontsize=7)
+    values = []
+    for i, (label, by_block) in enumerate(series.items()):
+        if not by_block:
+            continue
+        blocks = sorted(by_block)
+        ys = {b: log10(by_block[b]) for b in blocks}
+        values += ys.values()
+        ax.plot(blocks, [ys[b] for b in blocks], marker=MARKERS[label], linestyle="", markersize=5, color=f"C{i}",
+                label=label, clip_on=False, zorder=3)
+        for run in _runs(blocks):
+            if len(run) > 1:
+                ax.plot(run, [ys[b] for b in run], color=f"C{i}", linewidth=0.8, zorder=2)
     ax.set_xlim(-0.5, max(n_blocks, 1) - 0.5)
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    if values:
+        lo, hi = min(values), max(values)
+        pad = max((hi - lo) * 0.12, 0.5)
+        ax.set_ylim(lo - pad, hi + pad)
+        ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
+    else:
+        ax.text(0.5, 0.5, "no gaps or margins to draw", transform=ax.transAxes, ha="center", color="0.4")
     ax.set_xlabel("block")
     ax.set_ylabel("log10 (exact value)")
     ax.grid(alpha=0.3)
-    if any(series.values()):
-        ax.legend(fontsize=7, loc="best")
-    ax.set_title("per-layer profile: what keeps tokens apart", fontsize=10, pad=14)
-    fig.tight_layout()
-    return png(fig)
+    strip.set_title(f"per-layer profile ({kind}): what keeps tokens apart", fontsize=10)
+    fig.subplots_adjust(left=0.9 / width, right=1 - 2.1 / width, bottom=0.55 / fig.get_figheight(),
+                        top=1 - 0.35 / fig.get_figheight())
+    return fig
 
 
-def plot_bundle(bundle: str | Path, output: str | Path) -> dict[str, Path]:
-    """Draw a bundle folder; returns the pictures written (name -> path)."""
-    model_doc, dataset_doc = load(bundle_file(bundle, "model"), "model"), load(bundle_file(bundle, "dataset"), "dataset")
-    cert_doc = load(bundle_file(bundle, "certificate"), "certificate")
-    model, dataset = read_model(model_doc), read_dataset(dataset_doc)
-    spans = phases(cert_doc.value, len(model.blocks), cert_doc.path)
-    return draw(model, dataset, cert_doc.value, spans, Path(output), cert_doc.path)
+@dataclass(frozen=True)
+class Pictures:
+    """A bundle's pictures as PNG bytes (name -> bytes: "phases", "profile"),
+    and why a picture was not drawn (name -> reason)."""
+    png: dict[str, bytes]
+    skipped: dict[str, str]
+
+    def write(self, out: str | Path) -> dict[str, Path]:
+        """Write OUT/NAME.png for every picture, all together (construct.bundle.write)."""
+        from tfcert.construct.bundle import write
+
+        write({f"{k}.png": v for k, v in self.png.items()}, out, force=True)
+        return {k: Path(out) / f"{k}.png" for k in self.png}
+
+
+def approx(x: fmpq) -> str:
+    """A positive rational in a few digits, even one past float's range."""
+    return f"{float(x):.4g}" if fmpq(1, 10**300) < x < 10**300 else f"10^{log10(x):.1f}"
+
+
+def figures(model: Model, dataset: Dataset, cert_value: dict, spans: list[PhaseSpan],
+            name: str = "certificate.json") -> tuple[dict, dict[str, str]]:
+    """The matplotlib figures (name -> figure) and the pictures not drawn
+    (name -> reason); ``name`` is the certificate's, for error messages."""
+    margin = margins(cert_value, name)
+    shots, gaps = trace(model, dataset, spans)
+    if model.attention != "softmax":
+        kind = model.attention
+    else:
+        tau = model.temperature
+        kind = ("softmax, τ* = " if cert_value.get("tau_star") is not None else "softmax at τ = ") + \
+            (f"{tau} ≈ " if len(str(tau)) <= 20 else "") + approx(tau)
+    out, skipped = {}, {}
+    if model.d == 2:
+        out["phases"] = token_figure(shots, dataset)
+    else:
+        skipped["phases"] = f"tokens are drawn in the plane, and this model has d = {model.d}"
+    out["profile"] = profile_figure(spans, len(model.blocks), gaps, margin, kind)
+    return out, skipped
 
 
 def render(model: Model, dataset: Dataset, cert_value: dict, spans: list[PhaseSpan],
-           name: str = "certificate.json") -> dict[str, bytes]:
-    """Every picture as PNG bytes (picture name -> bytes); ``name`` is the
-    certificate's, for error messages."""
-    shots, gaps = trace(model, dataset, spans)
-    pictures = {}
-    if model.d == 2:
-        pictures["phases"] = token_picture(shots, dataset)
-    pictures["profile"] = profile_picture(spans, len(model.blocks), gaps, margins(cert_value, name))
-    return pictures
+           name: str = "certificate.json") -> Pictures:
+    """Every picture, drawn in memory before any is written."""
+    drawn, skipped = figures(model, dataset, cert_value, spans, name)
+    return Pictures({k: png(fig) for k, fig in drawn.items()}, skipped)
 
 
-def draw(model: Model, dataset: Dataset, cert_value: dict, spans: list[PhaseSpan], out: Path,
-         name: str = "certificate.json") -> dict[str, Path]:
-    """Render every picture, then write them together (nothing is written on an error)."""
-    from tfcert.construct.bundle import write
+def read_bundle(bundle: str | Path) -> tuple[Model, Dataset, dict, list[PhaseSpan], str]:
+    """A bundle folder's model, dataset, certificate (value, phases, path): the arguments of ``figures``/``render``."""
+    model_doc, dataset_doc = load(bundle_file(bundle, "model"), "model"), load(bundle_file(bundle, "dataset"), "dataset")
+    cert_doc = load(bundle_file(bundle, "certificate"), "certificate")
+    model, dataset = read_model(model_doc), read_dataset(dataset_doc)
+    return model, dataset, cert_doc.value, phases(cert_doc.value, len(model.blocks), cert_doc.path), cert_doc.path
 
-    pictures = render(model, dataset, cert_value, spans, name)
-    write({f"{k}.png": v for k, v in pictures.items()}, out, force=True)
-    return {k: out / f"{k}.png" for k in pictures}
+
+def render_bundle(bundle: str | Path) -> Pictures:
+    """The pictures of a bundle folder (``tfcert plot``; write them with ``.write(dir)``)."""
+    return render(*read_bundle(bundle))
