@@ -45,8 +45,16 @@ def repo(tmp_path) -> Path:
     return root
 
 
-def sh(command: str, cwd: Path) -> subprocess.CompletedProcess:
-    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
+def install_command() -> str:
+    """The workflow's one ``pip install`` line."""
+    runs = re.findall(r"^\s*run:\s*(.+)$", (CI / "tfcert.yml").read_text(), re.MULTILINE)
+    [command] = [r.strip() for r in runs if "pip install" in r]
+    return command
+
+
+def sh(command: str, cwd: Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    path = f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"
+    env = {**os.environ, "PATH": path, **(env or {})}
     return subprocess.run(["bash", "-c", command], cwd=cwd, env=env, capture_output=True, text=True, timeout=300)
 
 
@@ -117,3 +125,58 @@ def test_check_follows_symlinked_folders_once(tmp_path):
     assert proc.returncode == 1, proc.stderr
     paths = [b["path"] for b in json.loads(proc.stdout)["bundles"]]
     assert len(paths) == 2 and paths[1].endswith("vendored/bad"), paths
+
+
+def source_repository(root: Path) -> str:
+    """A git repository at ``root`` holding this project's source, as a user
+    pins it in the workflow; returns its commit."""
+    pyproject = (REPO / "pyproject.toml").read_text()
+    folders = set(re.findall(r'"tfcert(?:\.\w+)?" = "(\w+)"', pyproject))
+    assert {"tfcert", "verify", "construct"} <= folders
+    root.mkdir()
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy(REPO / name, root / name)
+    for folder in folders:
+        shutil.copytree(REPO / folder, root / folder, ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
+    env = {**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t",
+           "GIT_COMMITTER_EMAIL": "t@t"}
+    for argv in (["init", "-q"], ["add", "-A"], ["commit", "-qm", "tfcert"]):
+        subprocess.run(["git", *argv], cwd=root, check=True, env=env, capture_output=True)
+    return subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, check=True, capture_output=True,
+                          text=True).stdout.strip()
+
+
+@pytest.mark.slow
+def test_workflow_installs_tfcert_from_its_pinned_source(repo, tmp_path):
+    """The workflow ran ``pip install tfcert``, a distribution the package index
+    does not hold: every run failed at its first step. It installs
+    TFCERT_SOURCE, a pinned git URL or path; here a git repository holding
+    this project at one commit, built offline into a folder, whose tfcert
+    then gates the repository."""
+    commit = source_repository(tmp_path / "tfcert-source")
+    site = tmp_path / "site"
+    proc = sh(install_command(), repo, {
+        "TFCERT_SOURCE": f"git+file://{tmp_path / 'tfcert-source'}@{commit}",
+        "PIP_TARGET": str(site), "PIP_NO_DEPS": "1", "PIP_NO_INDEX": "1",
+        "PIP_NO_BUILD_ISOLATION": "0"})  # pip reads 0 here as --no-build-isolation: this venv's setuptools builds
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    installed = {"PYTHONPATH": str(site), "PATH": f"{site / 'bin'}{os.pathsep}{Path(sys.executable).parent}"
+                                                  f"{os.pathsep}{os.environ.get('PATH', '')}"}
+    where = sh("python -c 'import tfcert.verify.check as c; print(c.__file__)'", repo, installed)
+    assert where.stdout.startswith(str(site)), where.stdout + where.stderr
+    for command in workflow_commands():
+        proc = sh(command, repo, installed)
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert ET.parse(repo / "tfcert-junit.xml").getroot().get("failures") == "0"
+    text = (CI / "tfcert.yml").read_text()  # the value the user replaces: a pinned git URL
+    assert re.search(r'^\s*TFCERT_SOURCE:\s*"git\+https://\S+@\S+"\s*$', text, re.MULTILINE)
+
+
+def test_no_install_instruction_asks_the_package_index_for_tfcert():
+    """tfcert is not on the package index: no gate file or page may tell a
+    user to ``pip install tfcert`` (the pre-commit hook's note included)."""
+    bare = re.compile(r"pip install\s+[\"']?tfcert[\"']?(\s|$)")
+    pages = [*CI.iterdir(), *(REPO / "docs").glob("*.md"), REPO / "README.md"]
+    offending = [p.name for p in pages if bare.search(p.read_text())]
+    assert not offending
+    assert "git+" in (CI / "pre-commit-config.yaml").read_text()
