@@ -75,11 +75,39 @@ def _float_results(cert: dict, analyses: list) -> tuple[Result, ...]:
     return tuple(out)
 
 
-def refuse_to_replace(directory: str | Path, files=("dataset.json", "model.json", "certificate.json")) -> None:
-    """A bundle already in ``directory`` is replaced only on request (``--force``)."""
-    found = [name for name in files if (Path(directory) / name).exists()]
-    if found:
-        raise InputError(f"{directory}: already holds a bundle ({', '.join(found)}); use --force to replace it")
+BUNDLE_FILES = ("dataset.json", "model.json", "certificate.json")
+PICTURES = ("phases.png", "profile.png")  # tfcert plot's, drawn into the bundle's folder by default
+
+
+def check_folder(directory: str | Path) -> None:
+    """A folder to write must be a folder, or its first existing parent must be
+    (``-o afile/sub`` names afile, where mkdir would only say "File exists")."""
+    out = Path(directory)
+    for p in (out, *out.parents):
+        if os.path.lexists(p):
+            if not p.is_dir():
+                raise InputError(f"{out}: is a file, not a folder" if p == out else
+                                 f"{out}: {p} is a file, not a folder")
+            return
+
+
+def refuse_to_replace(directory: str | Path, force: bool = False, option: str = "--force") -> None:
+    """A bundle is written to its folder whole: a new or empty folder, or, with ``force``
+    (spelt ``option`` in the message), a folder holding only tfcert's files (a bundle and
+    its pictures), which is replaced. A folder holding any other file is never replaced,
+    so that no file of the user's is deleted."""
+    out = Path(directory)
+    check_folder(out)
+    if not out.is_dir():
+        return
+    held = sorted(p.name for p in out.iterdir())
+    foreign = [name for name in held if name not in BUNDLE_FILES + PICTURES]
+    if foreign:
+        shown = ", ".join(foreign[:3]) + (f" and {len(foreign) - 3} more" if len(foreign) > 3 else "")
+        raise InputError(f"{out}: holds {shown}, which tfcert did not write; a bundle is written to a new or "
+                         f"empty folder, or replaces a folder holding only a bundle and its pictures")
+    if held and not force:
+        raise InputError(f"{out}: already holds a bundle ({', '.join(held)}); use {option} to replace it")
 
 
 @contextmanager
@@ -98,36 +126,63 @@ def _no_interrupt():
             previous(*held[0])
 
 
-def write(files: dict[str, bytes], directory: str | Path, force: bool = False) -> None:
-    """Write every file (a bundle's, or plot's pictures) into a temporary
-    folder beside ``directory``, then move them in with SIGINT held: a new
-    directory is one rename, an existing one gets its files renamed together.
-    The temporary folder is removed whatever happens (an error, an
-    interrupt). An existing bundle is replaced only with ``force``."""
-    out = Path(directory)
-    if not force:
-        refuse_to_replace(out, tuple(files))
+@contextmanager
+def _staged(files: dict[str, bytes], out: Path):
+    """The files written into a temporary folder beside ``out`` (so that a rename moves
+    them in), removed whatever happens, unless it was renamed away."""
+    check_folder(out)
     tmp = None
     try:
         out.parent.mkdir(parents=True, exist_ok=True)
-        for name in files:
-            if (out / name).is_dir():
-                raise InputError(f"{out / name}: is a directory; cannot write the file")
         tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent))
         mask = os.umask(0)
         os.umask(mask)
         tmp.chmod(0o777 & ~mask)  # as mkdir would make it
         for name, data in files.items():
             (tmp / name).write_bytes(data)
-        with _no_interrupt():
-            if not out.exists():
-                os.rename(tmp, out)
-                tmp = None
-            else:
-                for name in files:
-                    os.replace(tmp / name, out / name)
+        yield tmp
     except OSError as exc:
-        raise InputError(f"{directory}: cannot write {', '.join(files)}: {exc.strerror or exc}") from None
+        raise InputError(f"{out}: cannot write {', '.join(files)}: {exc.strerror or exc}") from None
     finally:
         if tmp is not None:
             shutil.rmtree(tmp, ignore_errors=True)
+
+
+def write(files: dict[str, bytes], directory: str | Path) -> None:
+    """Write files into ``directory`` beside what it holds (plot's pictures), replacing
+    those of the same names: written into a temporary folder, then moved in with SIGINT
+    held (a new directory is one rename, an existing one gets its files renamed together)."""
+    out = Path(directory)
+    for name in files:
+        if (out / name).is_dir():
+            raise InputError(f"{out / name}: is a directory; cannot write the file")
+    with _staged(files, out) as tmp, _no_interrupt():
+        if not out.exists():
+            os.rename(tmp, out)
+        else:
+            for name in files:
+                os.replace(tmp / name, out / name)
+
+
+def write_bundle(files: dict[str, bytes], directory: str | Path, force: bool = False,
+                 option: str = "--force") -> None:
+    """Write a bundle's files as the whole of ``directory``, so that nothing of a previous
+    bundle (its pictures) stays beside them: the folder is refused or replaced as
+    ``refuse_to_replace`` says; a replaced one is renamed away, the new one renamed in
+    with SIGINT held, and the old one removed. Nothing half-written is ever left."""
+    out = Path(directory)
+    refuse_to_replace(out, force, option)
+    with _staged(files, out) as tmp, _no_interrupt():
+        if not out.exists():
+            os.rename(tmp, out)
+            return
+        real = Path(os.path.realpath(out))  # a symlinked folder: replace its target
+        old = Path(tempfile.mkdtemp(prefix=f".{real.name}.", suffix=".old", dir=real.parent))
+        os.rmdir(old)
+        os.rename(real, old)
+        try:
+            os.rename(tmp, real)
+        except OSError:
+            os.rename(old, real)
+            raise
+        shutil.rmtree(old, ignore_errors=True)

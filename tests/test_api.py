@@ -55,8 +55,9 @@ def test_construct_verify_audit(bundle, tmp_path):
     assert tfcert.verify(folder).ok
     assert tfcert.verify(folder / "model.json", folder / "dataset.json", folder / "certificate.json").ok
     assert tfcert.audit(folder / "model.json", PAIRS).interpolates  # the dataset as arrays again
-    with pytest.raises(InputError, match="already holds a bundle"):
+    with pytest.raises(InputError, match="already holds a bundle") as refused:
         bundle.write(folder)
+    assert str(refused.value).endswith("use force=True to replace it")  # the API's spelling, not --force
     bundle.write(folder, force=True)
 
 

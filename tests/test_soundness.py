@@ -20,6 +20,7 @@ from conftest import REPO, write_json
 from tfcert.construct import bundle as bundle_module
 from tfcert.construct.bundle import build, write
 from tfcert.construct.temperature import bracket
+from tfcert.errors import InputError
 from tfcert.main import main
 from tfcert.verify import regions
 from tfcert.verify.numbers import LIMITS
@@ -368,7 +369,7 @@ def test_outputs_that_are_inputs_are_refused(hard, tmp_path, capsys):
 def test_interrupt_while_writing_leaves_nothing(tmp_path, monkeypatch):
     files = {"dataset.json": b"d", "model.json": b"m", "certificate.json": b"c"}
     out = tmp_path / "bundle"
-    write(files, out, force=True)
+    write(files, out)
     calls = []
     original = Path.write_bytes
 
@@ -379,16 +380,55 @@ def test_interrupt_while_writing_leaves_nothing(tmp_path, monkeypatch):
         return original(self, data)
     monkeypatch.setattr(Path, "write_bytes", interrupted)
     with pytest.raises(KeyboardInterrupt):
-        write({k: v * 2 for k, v in files.items()}, out, force=True)
+        write({k: v * 2 for k, v in files.items()}, out)
     monkeypatch.undo()
     assert sorted(os.listdir(tmp_path)) == ["bundle"]  # no temporary folder left
     assert {f: (out / f).read_bytes() for f in files} == files
 
 
+def test_sigint_while_a_bundle_folder_is_replaced_is_held(tmp_path, monkeypatch):
+    """bundle.write_bundle swaps folders by two renames: an interrupt between them is held, so the
+    folder ends up the new bundle whole, and nothing else is left beside it."""
+    files = {"dataset.json": b"d", "model.json": b"m", "certificate.json": b"c"}
+    out = tmp_path / "bundle"
+    bundle_module.write_bundle(files, out)
+    (out / "profile.png").write_bytes(b"an old picture")
+    original = os.rename
+
+    def rename_and_interrupt(a, b):
+        os.kill(os.getpid(), signal.SIGINT)
+        return original(a, b)
+    monkeypatch.setattr(bundle_module.os, "rename", rename_and_interrupt)
+    with pytest.raises(KeyboardInterrupt):
+        bundle_module.write_bundle({k: v * 2 for k, v in files.items()}, out, force=True)
+    monkeypatch.undo()
+    assert {f.name: f.read_bytes() for f in out.iterdir()} == {k: v * 2 for k, v in files.items()}
+    assert sorted(os.listdir(tmp_path)) == ["bundle"]
+
+
+def test_a_failed_swap_keeps_the_old_bundle(tmp_path, monkeypatch):
+    files = {"dataset.json": b"d", "model.json": b"m", "certificate.json": b"c"}
+    out = tmp_path / "bundle"
+    bundle_module.write_bundle(files, out)
+    original, calls = os.rename, []
+
+    def second_rename_fails(a, b):
+        calls.append(a)
+        if len(calls) == 2:
+            raise OSError(28, "No space left on device")
+        return original(a, b)
+    monkeypatch.setattr(bundle_module.os, "rename", second_rename_fails)
+    with pytest.raises(InputError, match="No space left on device"):
+        bundle_module.write_bundle({k: v * 2 for k, v in files.items()}, out, force=True)
+    monkeypatch.undo()
+    assert {f.name: f.read_bytes() for f in out.iterdir()} == files
+    assert sorted(os.listdir(tmp_path)) == ["bundle"]
+
+
 def test_sigint_during_the_renames_is_held(tmp_path, monkeypatch):
     files = {"dataset.json": b"d", "model.json": b"m", "certificate.json": b"c"}
     out = tmp_path / "bundle"
-    write(files, out, force=True)
+    write(files, out)
     original = os.replace
 
     def replace_and_interrupt(a, b):
@@ -396,7 +436,7 @@ def test_sigint_during_the_renames_is_held(tmp_path, monkeypatch):
         return original(a, b)
     monkeypatch.setattr(bundle_module.os, "replace", replace_and_interrupt)
     with pytest.raises(KeyboardInterrupt):
-        write({k: v * 2 for k, v in files.items()}, out, force=True)
+        write({k: v * 2 for k, v in files.items()}, out)
     assert {f: (out / f).read_bytes() for f in files} == {k: v * 2 for k, v in files.items()}
     assert sorted(os.listdir(tmp_path)) == ["bundle"]
 

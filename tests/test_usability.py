@@ -173,6 +173,56 @@ def test_construct_refuses_to_replace_a_bundle(tmp_path, capsys):
     assert {p.name: p.read_bytes() for p in out_dir.iterdir()} == before
 
 
+def test_force_replaces_the_bundle_folder_whole(tmp_path, capsys):
+    """The pictures of the bundle --force replaces go with it: the folder then holds only
+    what this construct wrote."""
+    out_dir = tmp_path / "b"
+    assert run(["construct", DEMO, "-o", out_dir], capsys)[0] == 0
+    assert run(["plot", out_dir], capsys)[0] == 0
+    assert {p.name for p in out_dir.iterdir()} >= {"phases.png", "profile.png"}
+    assert run(["construct", DEMO, "-o", out_dir, "--force"], capsys)[0] == 0
+    assert sorted(p.name for p in out_dir.iterdir()) == ["certificate.json", "dataset.json", "model.json"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["b"]  # no temporary or old folder left
+
+
+@pytest.mark.parametrize("force", [False, True])
+@pytest.mark.parametrize("with_bundle", [False, True])
+def test_construct_never_replaces_a_folder_holding_other_files(tmp_path, capsys, force, with_bundle):
+    """A folder holding a file tfcert did not write is refused, with or without --force, and
+    left as it was: construct never deletes a user's file, nor mixes a bundle into a folder."""
+    out_dir = tmp_path / "mine"
+    if with_bundle:
+        assert run(["construct", DEMO, "-o", out_dir], capsys)[0] == 0
+    out_dir.mkdir(exist_ok=True)
+    (out_dir / "notes.txt").write_text("mine")
+    before = {p.name: p.read_bytes() for p in out_dir.iterdir()}
+    rc, out, err = run(["construct", DEMO, "-o", out_dir, *(["--force"] if force else [])], capsys)
+    assert rc == 2 and out == ""
+    assert err.splitlines() == [f"error: {out_dir}: holds notes.txt, which tfcert did not write; a bundle is "
+                                "written to a new or empty folder, or replaces a folder holding only a bundle "
+                                "and its pictures"]
+    assert {p.name: p.read_bytes() for p in out_dir.iterdir()} == before
+
+
+def test_construct_into_an_empty_folder(tmp_path, capsys):
+    assert run(["construct", DEMO, "-o", tmp_path], capsys)[0] == 0
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["certificate.json", "dataset.json", "model.json"]
+
+
+@pytest.mark.parametrize("command", ["construct", "plot"])
+def test_an_output_folder_below_a_file_is_named(tmp_path, capsys, command):
+    """-o afile/sub: the file in the way is named, where mkdir said only "File exists"."""
+    afile = tmp_path / "afile"
+    afile.write_text("")
+    argv = ["construct", DEMO] if command == "construct" else ["plot", HARDMAX]
+    rc, out, err = run([*argv, "-o", afile / "sub"], capsys)
+    assert rc == 2 and out == ""
+    assert err.splitlines() == [f"error: {afile / 'sub'}: {afile} is a file, not a folder"]
+    rc, _, err = run([*argv, "-o", afile], capsys)
+    assert rc == 2 and err.splitlines() == [f"error: {afile}: is a file, not a folder"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["afile"]
+
+
 def test_gitignore_covers_the_demo_folder():
     assert "/tfcert-demo/" in (REPO / ".gitignore").read_text().split()
 

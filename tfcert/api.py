@@ -189,10 +189,11 @@ class Bundle:
         return {slot: parse_document(f"{slot}.json", self.files[f"{slot}.json"]) for slot in SLOTS}
 
     def write(self, directory: str | Path, force: bool = False) -> Path:
-        """Write DIR/{dataset,model,certificate}.json; an existing bundle only with ``force``."""
-        from tfcert.construct.bundle import write
+        """Write DIR/{dataset,model,certificate}.json as the whole folder: a new or empty one, or
+        with ``force`` one holding only a bundle and its pictures, which is replaced."""
+        from tfcert.construct.bundle import write_bundle
 
-        write(self.files, directory, force)
+        write_bundle(self.files, directory, force, option="force=True")
         return Path(directory)
 
     def plot(self, directory: str | Path) -> dict[str, Path]:

@@ -8,7 +8,7 @@ from importlib import resources
 from pathlib import Path
 
 from tfcert.audit.audit import tightness
-from tfcert.construct.bundle import build, write
+from tfcert.construct.bundle import build, write_bundle
 from tfcert.plot import phases, render
 from tfcert.progress import Bar
 from tfcert.report import human, phase_table, size_line
@@ -25,7 +25,7 @@ def example_path() -> Path:
 def run_demo(output: str, attention: str) -> int:
     with Bar("demo") as bar:
         bundle = build(example_path(), attention, progress=bar)
-    write(bundle.files, output, force=True)  # the demo's own folder: re-running replaces it
+    write_bundle(bundle.files, output, force=True)  # the demo's own folder: re-running replaces it
     out = Path(output)
     c = bundle.construction
     print(f"dataset: bundled example, N = {len(bundle.dataset.pairs)}, d = {bundle.dataset.d}, "

@@ -70,7 +70,7 @@ def _print_json(doc: object) -> None:
 
 
 def cmd_construct(args) -> int:
-    from tfcert.construct.bundle import build, refuse_to_replace, write
+    from tfcert.construct.bundle import build, refuse_to_replace, write_bundle
     from tfcert.construct.snap import UNITS
     from tfcert.files import load
     from tfcert.progress import Bar
@@ -81,12 +81,11 @@ def cmd_construct(args) -> int:
         raise InputError(f"--width: {args.width} is too small; a leader hat or a snap needs {UNITS} units")
     _refuse_overwrite([Path(args.output) / name for name in ("dataset.json", "model.json", "certificate.json")],
                       [args.dataset])
-    if not args.force:
-        refuse_to_replace(args.output)  # before the work, not after it
+    refuse_to_replace(args.output, args.force)  # before the work, not after it
     start = time.perf_counter()
     with Bar("construct") as bar:
         bundle = build(load(args.dataset, "dataset"), args.attention, args.width, bar)
-    write(bundle.files, args.output, force=args.force)
+    write_bundle(bundle.files, args.output, args.force)
     seconds = time.perf_counter() - start
     size = measure(bundle.construction.model, bundle.dataset, bundle.construction.theorem)
     _warn(bundle.dataset.warnings)
@@ -375,7 +374,9 @@ def build_parser() -> argparse.ArgumentParser:
                         "default hardmax")
     p.add_argument("--width", type=int, default=4, metavar="W",
                    help="FF width: floor(W/4) leader hats or snaps per layer (default 4, the least)")
-    p.add_argument("--force", action="store_true", help="replace a bundle already in DIR")
+    p.add_argument("--force", action="store_true",
+                   help="replace a bundle already in DIR: the whole folder, pictures included; a folder "
+                        "holding files tfcert did not write is never replaced")
     _limit_option(p)
     p.add_argument("--json", action="store_true", help=JSON_HELP)
 

@@ -356,7 +356,7 @@ class Pictures:
         """Write OUT/NAME.png for every picture, all together (construct.bundle.write)."""
         from tfcert.construct.bundle import write
 
-        write({f"{k}.png": v for k, v in self.png.items()}, out, force=True)
+        write({f"{k}.png": v for k, v in self.png.items()}, out)
         return {k: Path(out) / f"{k}.png" for k in self.png}
 
 
