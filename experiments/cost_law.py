@@ -19,6 +19,8 @@ from itertools import groupby
 
 from tfcert.experiments.report import Result, Series, Spread, Table, steps_text
 from tfcert.experiments.spec import Job, Member, Shape, TaskSpec, TrainConfig
+from tfcert.experiments.verdict import CRITERION as VERDICT_RULE
+from tfcert.experiments.verdict import Cell, Check, judge, summary
 
 NAME = "cost-law"
 D_IN = 2
@@ -26,10 +28,11 @@ WINDOW = 2.0  # a fitted slope agrees when it is within this factor of −2/e
 CLAIM = ("NMSE falls as N^(-2/e) in the parameter count N, e = InfoFlow's least exponent for the "
          "architecture (one layer on pairwise-min: e = T*d/E - 1; two layers, one head each: "
          "e = max(0, 2d/E - 1))")
-CRITERION = (f"a series with e > 0 agrees when its fitted log-log slope (least squares on the geometric "
+CRITERION = (f"per series, one check: with e > 0 the fitted log-log slope (least squares on the geometric "
              f"means over seeds) lies between -{WINDOW:g}*2/e and -2/({WINDOW:g}e), i.e. within {WINDOW:g}x of "
-             f"-2/e (this window also contains -1/e); a series with e = 0 agrees when its slope is steeper "
-             f"than -2 (the steepest finite prediction here, e = 1)")
+             f"-2/e (this window also contains -1/e); with e = 0 the slope is steeper "
+             f"than -2 (the steepest finite prediction here, e = 1); the check and the cells (one per width) then "
+             f"follow the rule every experiment uses: " + VERDICT_RULE)
 
 
 @dataclass(frozen=True)
@@ -108,30 +111,30 @@ def summarise(records: list[dict], quick: bool, device: str) -> Result:
             xy = [(n, r["nmse"]) for n, _, rs in points for r in rs if r["seed"] == seed]
             if len(xy) > 1:
                 per_seed.append(fit_slope(*zip(*xy)))
-        if e > 0:
-            agrees = WINDOW * predicted <= slope <= predicted / WINDOW
-        else:
-            agrees = slope < -2
-        agrees = agrees if not math.isnan(slope) else None
-        verdicts.append((name, agrees))
+        judged = [Cell.of(f"N={n}", e, rs) for n, _, rs in points]
+        holds = (WINDOW * predicted <= slope <= predicted / WINDOW) if e > 0 else slope < -2
+        checks = [] if math.isnan(slope) else [
+            Check(f"{name}: slope of NMSE against N", "steeper than -2" if e == 0 else
+                  f"{WINDOW * predicted:.2f} .. {predicted / WINDOW:.2f}", f"{slope:.2f}", holds,
+                  not any(c.under_trained() for c in judged))]
+        verdict = judge(checks, judged)
+        verdicts.append(f"{name}: {summary(checks, judged)}")
         rows.append({"series": name, "layers": first["layers"], "E": first["E"], "T": first["T"],
                      "exponent": str(e), "predicted_slope": None if e == 0 else predicted,
-                     "fitted_slope": slope, "per_seed_slopes": per_seed, "agrees": agrees,
+                     "fitted_slope": slope, "per_seed_slopes": per_seed, "verdict": verdict,
+                     "checks": [c.to_json() for c in checks],
                      "points": [{"parameters": n, "width": rs[0]["width"], "nmse": s.to_json()}
                                 for n, s, rs in points]})
         spread = f" ({min(per_seed):.2f}..{max(per_seed):.2f})" if len(per_seed) > 1 else ""
         lines.append((name, str(e), "none (bounded)" if e == 0 else f"{predicted:.2f}",
                       f"{slope:.2f}{spread}", f"{ns[0]}..{ns[-1]}",
                       f"{points[0][1].mean:.1e} .. {points[-1][1].mean:.1e}",
-                      "-" if agrees is None else "yes" if agrees else "no"))
+                      max((f"{c.fall():.2f}" for c in judged), key=float), verdict))
         series.append(Series(f"{name} (e={e})", tuple((n, s) for n, s, _ in points)))
     table = Table(f"{steps_text(records)} steps; NMSE against parameter count N (MLP width sweep; "
                   "slope: least squares on geometric means; "
                   "per-seed range in brackets)",
                   ("series", "InfoFlow e", "predicted slope -2/e", "fitted slope", "N", "NMSE at least..most N",
-                   "agrees"), tuple(lines))
-    judged = [a for _, a in verdicts if a is not None]
-    verdict = (f"{sum(judged)} of {len(judged)} series agree: "
-               + ", ".join(f"{n} {'yes' if a else 'no'}" for n, a in verdicts if a is not None))
-    return Result(NAME, quick, device, CLAIM, CRITERION, QUICK_SCOPE if quick else FULL_SCOPE, verdict,
+                   "largest fall", "verdict"), tuple(lines))
+    return Result(NAME, quick, device, CLAIM, CRITERION, QUICK_SCOPE if quick else FULL_SCOPE, "; ".join(verdicts),
                   (table,), tuple(rows), "parameters N", tuple(series), tuple(records), log_x=True)

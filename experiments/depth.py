@@ -16,17 +16,15 @@ from itertools import groupby
 
 from tfcert.experiments.report import Result, Series, Spread, Table, steps_text
 from tfcert.experiments.spec import Job, Member, Shape, TaskSpec, TrainConfig
+from tfcert.experiments.verdict import CRITERION as VERDICT_RULE
+from tfcert.experiments.verdict import Cell, judge, pairs, summary
 
 NAME = "depth"
 D_IN = 2
-RATIO = 3.0
-CLAIM = ("at equal parameter count, one layer's exponent T*d/E - 1 grows with T and two layers' "
-         "max(0, 2d/E - 1) does not: the one-layer NMSE should rise with T past T*d = E, the two-layer "
-         "NMSE should stay flat")
-CRITERION = (f"per model size: at every T where InfoFlow's one-layer exponent is > 0, the one-layer "
-             f"geometric-mean NMSE is >= {RATIO:g}x the two-layer one; the two-layer geometric mean at "
-             f"the longest T is <= {RATIO:g}x that at the shortest; the one-layer geometric mean at the "
-             f"longest T is >= {RATIO:g}x that at the shortest")
+CLAIM = ("at equal parameter count, one layer's exponent T*d/E - 1 (clamped at 0) grows with T and two layers' "
+         "max(0, 2d/E - 1) does not: the one-layer NMSE should rise with T past T*d = E and exceed the "
+         "two-layer one there, the two-layer NMSE should stay level")
+CRITERION = "per model size, one layer against two at each T and each depth across T: " + VERDICT_RULE
 
 
 @dataclass(frozen=True)
@@ -80,41 +78,34 @@ def summarise(records: list[dict], quick: bool, device: str) -> Result:
 
     records = [r for r in records if r["experiment"] == NAME]
     key = lambda r: (r["E"], r["size"], r["T"], r["layers"])  # noqa: E731
-    cells, params = {}, {}
-    for k, rs in groupby(sorted(records, key=key), key=key):
-        rs = list(rs)
-        cells[k] = Spread.of(r["nmse"] for r in rs)
-        params[k] = rs[0]["parameters"]
+    groups = {k: list(rs) for k, rs in groupby(sorted(records, key=key), key=key)}
+    cells = {k: Cell.of(f"{k[3]} layer{'s' if k[3] > 1 else ''}, T={k[2]}",
+                        exponent("pairwise-min", k[2], D_IN, k[0], (1,) * k[3]), rs) for k, rs in groups.items()}
+    spreads = {k: Spread.of(c.nmse) for k, c in cells.items()}
     rows, lines, series, verdicts = [], [], [], []
     for E, size in sorted({(k[0], k[1]) for k in cells}):
         lengths = sorted({k[2] for k in cells if k[:2] == (E, size)})
-        ok = True
+        judged = [cells[E, size, T, n] for T in lengths for n in (1, 2)]
+        checks = [c for T in lengths for c in pairs([cells[E, size, T, 1], cells[E, size, T, 2]])]
+        checks += [c for n in (1, 2) for c in pairs([cells[E, size, T, n] for T in lengths])]
         for T in lengths:
-            one, two = cells[E, size, T, 1], cells[E, size, T, 2]
-            e1, e2 = (exponent("pairwise-min", T, D_IN, E, (1,) * n) for n in (1, 2))
-            ratio = one.mean / two.mean
-            separated = ratio >= RATIO if e1 > 0 else None
-            ok &= separated is not False
-            rows.append({"E": E, "size": size, "T": T,
-                         "parameters": {"1": params[E, size, T, 1], "2": params[E, size, T, 2]},
-                         "nmse": {"1": one.to_json(), "2": two.to_json()}, "exponent": {"1": str(e1), "2": str(e2)},
-                         "ratio": ratio, "separated": separated})
-            lines.append((f"{size}", str(T), f"{params[E, size, T, 1]} / {params[E, size, T, 2]}", one.text(),
-                          two.text(), f"{ratio:.1f}", f"{e1} / {e2}",
-                          "-" if separated is None else "yes" if separated else "no"))
-        flat2 = cells[E, size, lengths[-1], 2].mean <= RATIO * cells[E, size, lengths[0], 2].mean
-        grows1 = cells[E, size, lengths[-1], 1].mean >= RATIO * cells[E, size, lengths[0], 1].mean
-        agrees = ok and flat2 and grows1 if len(lengths) > 1 else None
-        rows.append({"E": E, "size": size, "two_layer_flat": flat2, "one_layer_grows": grows1, "agrees": agrees})
-        verdicts.append(f"size {size} (E={E}): {'-' if agrees is None else 'agrees' if agrees else 'does not agree'} "
-                        f"(two layers flat in T: {'yes' if flat2 else 'no'}; "
-                        f"one layer grows: {'yes' if grows1 else 'no'})")
+            one, two = (cells[E, size, T, n] for n in (1, 2))
+            params = {str(n): groups[E, size, T, n][0]["parameters"] for n in (1, 2)}
+            rows.append({"E": E, "size": size, "T": T, "parameters": params,
+                         "nmse": {"1": spreads[E, size, T, 1].to_json(), "2": spreads[E, size, T, 2].to_json()},
+                         "exponent": {"1": str(one.exponent), "2": str(two.exponent)},
+                         "fall": {"1": one.fall(), "2": two.fall()}, "ratio": one.mean / two.mean})
+            lines.append((f"{size}", str(T), f"{params['1']} / {params['2']}", spreads[E, size, T, 1].text(),
+                          spreads[E, size, T, 2].text(), f"{one.mean / two.mean:.1f}",
+                          f"{one.exponent} / {two.exponent}", f"{one.fall():.2f} / {two.fall():.2f}"))
+        rows.append({"E": E, "size": size, "verdict": judge(checks, judged), "checks": [c.to_json() for c in checks]})
+        verdicts.append(f"size {size} (E={E}): {summary(checks, judged)}")
         for layers in (1, 2):
             series.append(Series(f"{layers} layer{'s' if layers > 1 else ''}, size {size}, E={E}",
-                                 tuple((T, cells[E, size, T, layers]) for T in lengths)))
+                                 tuple((T, spreads[E, size, T, layers]) for T in lengths)))
     table = Table(f"{steps_text(records)} steps; pairwise-min, one layer vs two at equal parameter count "
-                  "(geometric mean over seeds, least–greatest)",
+                  "(geometric mean over seeds, least–greatest); fall: the drop over the last checkpoint interval",
                   ("two-layer MLP width", "T", "parameters 1L / 2L", "NMSE 1 layer", "NMSE 2 layers",
-                   "1L/2L", "InfoFlow e 1L / 2L", "separated"), tuple(lines))
+                   "1L/2L", "InfoFlow e 1L / 2L", "fall 1L / 2L"), tuple(lines))
     return Result(NAME, quick, device, CLAIM, CRITERION, QUICK_SCOPE if quick else FULL_SCOPE,
                   "; ".join(verdicts), (table,), tuple(rows), "T", tuple(series), tuple(records))

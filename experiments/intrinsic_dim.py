@@ -18,20 +18,16 @@ from itertools import groupby
 
 from tfcert.experiments.report import Result, Series, Spread, Table, steps_text
 from tfcert.experiments.spec import INTRINSIC_D_IN, Job, Member, Shape, TaskSpec, TrainConfig
+from tfcert.experiments.verdict import AGREES, Cell, judge, pairs, summary
+from tfcert.experiments.verdict import CRITERION as VERDICT_RULE
 
 NAME = "intrinsic-dim"
 PATTERNS = ("D,D", "D-1,D", "D-1,D-1", "D,D-1")
-FEWER = ("D-1,D", "D-1,D-1")  # the layer-1 patterns the criterion is about
-RATIO = 30.0  # fewer-heads NMSE must be at least this factor above (D, D)
-GROWTH = 3.0  # (D, D) NMSE may grow by at most this factor from the shortest to the longest T
 SEED = "seed 004: (D,D) ≈ 1e-5; one head fewer ≈ 1e-2 … 1e-3, whatever T"
 CLAIM = ("(h1, h2) = (D, D) is the least head count with a T-bounded cost; with one head fewer in "
          "either layer every derivation decodes the whole sequence (exponent grows with T)")
-CRITERION = (f"at each D and T, separated when the geometric mean over seeds of NMSE(D-1,D) and of "
-             f"NMSE(D-1,D-1) are each >= {RATIO:g}x that of (D,D) and every seed of (D,D) is below "
-             f"every seed of both; at each D, T-independent when the (D,D) geometric mean at the longest "
-             f"T is <= {GROWTH:g}x that at the shortest; a D agrees when every T is separated and (D,D) "
-             f"is T-independent. (D,D-1) is reported, not judged. The seed's 1e-5 is compared, not required")
+CRITERION = ("per D, the patterns at each T and each pattern across T: " + VERDICT_RULE
+             + ". The paper's 1e-5 is compared, not required")
 
 
 def heads(pattern: str, D: int) -> tuple[int, int]:
@@ -128,10 +124,10 @@ QUICK = (Variant("bilinear", _shape("bilinear", E=32, heads=2), (2,), (8,), ("D,
 QUICK_SCOPE = ("one seed, D = 2, T = 8, 2000 steps of a small model: enough to see (D,D) pull ahead of "
                "(D-1,D) on this one configuration, not to test the size of the gap, the seed's 1e-5, "
                "other D, T-independence or the spread over seeds; the full grid does (docs/results/)")
-FULL_SCOPE = ("three seeds per configuration, D = 2..6, T = 8, 16, 32, four head patterns, two MLPs, and "
-              "one-knob ablations at D = 4, T = 16; a finite training budget, so a model that has not "
-              "converged can hide a separation or fake one — the NMSE curves in the JSON show whether it "
-              "was still falling")
+FULL_SCOPE = ("three seeds per configuration over the D, T and head patterns the tables list (and one-knob "
+              "ablations, if the records hold them); a finite training budget, so a cell still falling at "
+              "the end makes every check it enters inconclusive, and an exponent says which pattern should "
+              "be worse, not by how much")
 
 
 def jobs(quick: bool, seed: int) -> list[Job]:
@@ -151,13 +147,14 @@ def _predictions(D: int, T: int, E: int) -> dict[str, dict]:
 
 
 def summarise(records: list[dict], quick: bool, device: str) -> Result:
+    from tfcert.experiments.prediction import exponent
+
     records = [r for r in records if r["experiment"] == NAME]
-    cells: dict[tuple[str, int, int, str], Spread] = {}
-    E_of: dict[str, int] = {}
-    for key, rs in groupby(sorted(records, key=_key), key=_key):
-        rs = list(rs)
-        cells[key] = Spread.of(r["nmse"] for r in rs)
-        E_of[key[0]] = rs[0]["shape"]["E"]
+    groups = {k: list(rs) for k, rs in groupby(sorted(records, key=_key), key=_key)}
+    E_of = {k[0]: rs[0]["shape"]["E"] for k, rs in groups.items()}
+    cells = {k: Cell.of(f"({k[3]}) T={k[2]}", exponent(f"{NAME}:D={k[1]}", k[2], INTRINSIC_D_IN, E_of[k[0]],
+                                                          heads(k[3], k[1])), rs) for k, rs in groups.items()}
+    spreads = {k: Spread.of(c.nmse) for k, c in cells.items()}
     variants = list(dict.fromkeys(k[0] for k in cells))
     steps = {v: steps_text(r for r in records if r["variant"] == v) for v in variants}
     grid_variants = [v for v in variants if not any(r["ablation"] for r in records if r["variant"] == v)]
@@ -167,69 +164,58 @@ def summarise(records: list[dict], quick: bool, device: str) -> Result:
         lengths = sorted({k[2] for k in cells if k[0] == v})
         patterns = [p for p in PATTERNS if any(k[0] == v and k[3] == p for k in cells)]
         lines = []
-        agreeing = []
         for D in dims:
-            dd = [cells[v, D, T, "D,D"] for T in lengths]
-            growth = dd[-1].mean / dd[0].mean
-            t_independent = growth <= GROWTH if len(lengths) > 1 else None
-            separated_all = True
+            here = {(T, p): cells[v, D, T, p] for T in lengths for p in patterns if (v, D, T, p) in cells}
+            checks = [c for T in lengths for c in pairs([here[T, p] for p in patterns if (T, p) in here])]
+            checks += [c for p in patterns for c in pairs([here[T, p] for T in lengths if (T, p) in here])]
+            verdict = judge(checks, list(here.values()))
             for i, T in enumerate(lengths):
-                here = {p: cells.get((v, D, T, p), Spread.of([])) for p in patterns}
-                fewer = [p for p in FEWER if p in here]
-                ratio = min(here[p].mean for p in fewer) / here["D,D"].mean if fewer else None
-                separated = (ratio is not None and ratio >= RATIO
-                             and all(here["D,D"].hi < here[p].lo for p in fewer))
-                separated_all &= separated
-                predictions = _predictions(D, T, E_of[v])
-                efficient = [p for p in patterns if predictions[p]["efficient"]]
+                at = {p: here[T, p] for p in patterns if (T, p) in here}
+                fewer = [p for p in at if p != "D,D"]
+                ratio = min(at[p].mean for p in fewer) / at["D,D"].mean if fewer and "D,D" in at else None
                 last = i == len(lengths) - 1
-                agrees = separated_all and bool(t_independent) if last and t_independent is not None else None
-                if agrees is not None:
-                    agreeing.append((D, agrees))
-                rows.append({"variant": v, "D": D, "T": T, "steps": steps[v],
-                             "nmse": {p: s.to_json() for p, s in here.items()},
-                             "ratio": ratio, "separated": separated,
-                             "dd_growth_over_T": growth if last else None,
-                             "t_independent": t_independent if last else None, "agrees": agrees,
-                             "prediction": {p: predictions[p] for p in patterns}})
-                lines.append((str(D), str(T), *(here[p].text() for p in patterns),
-                               "-" if ratio is None else f"{ratio:.1f}",
-                               "yes" if separated else "no",
-                               f"{growth:.1f}x {'yes' if t_independent else 'no'}"
-                               if last and t_independent is not None else "",
-                               "" if agrees is None else ("yes" if agrees else "no"),
-                               "only " + " ".join(f"({p})" for p in efficient) if efficient else "none"))
+                rows.append({"variant": v, "D": D, "T": T, "steps": steps[v], "E": E_of[v],
+                             "nmse": {p: spreads[v, D, T, p].to_json() for p in at},
+                             "exponent": {p: str(c.exponent) for p, c in at.items()},
+                             "fall": {p: c.fall() for p, c in at.items()}, "ratio": ratio,
+                             "prediction": {p: q for p, q in _predictions(D, T, E_of[v]).items() if p in at}})
+                lines.append((str(D), str(T), *(spreads[v, D, T, p].text() if p in at else "-" for p in patterns),
+                              " / ".join(str(at[p].exponent) if p in at else "-" for p in patterns),
+                              "-" if ratio is None else f"{ratio:.1f}",
+                              " / ".join(f"{at[p].fall():.2f}" if p in at else "-" for p in patterns),
+                              verdict if last else ""))
+            rows.append({"variant": v, "D": D, "verdict": verdict, "checks": [c.to_json() for c in checks]})
+            verdicts.append(f"{v}, D={D}: {summary(checks, list(here.values()))}")
         tables.append(Table(f"{v}, {steps[v]} steps: held-out NMSE, geometric mean over seeds "
-                            f"(least–greatest); {SEED}",
-                            ("D", "T", *(f"({p})" for p in patterns), "fewer/(D,D)", "separated",
-                             "(D,D) growth, T-indep.", "D agrees", "InfoFlow: efficient"), tuple(lines)))
-        if agreeing:
-            verdicts.append(f"{v}: {sum(a for _, a in agreeing)} of {len(agreeing)} D agree "
-                            f"({', '.join(f'D={D} ' + ('yes' if a else 'no') for D, a in agreeing)})")
-        else:
-            verdicts.append(f"{v}: separated at {sum(r['separated'] for r in rows if r['variant'] == v)} of "
-                            f"{sum(r['variant'] == v for r in rows)} (D, T) (T-independence needs two T)")
+                            f"(least–greatest); InfoFlow e and fall (the drop over the last checkpoint "
+                            f"interval) per pattern in column order; {SEED}",
+                            ("D", "T", *(f"({p})" for p in patterns), "InfoFlow e", "fewer/(D,D)", "fall",
+                             "verdict (per D)"), tuple(lines)))
         for p in patterns if v == grid_variants[0] else ():  # plot the main variant
             for T in lengths:
                 series.append(Series(f"({p}) T={T}",
-                                     tuple((D, cells[v, D, T, p]) for D in dims if (v, D, T, p) in cells)))
+                                     tuple((D, spreads[v, D, T, p]) for D in dims if (v, D, T, p) in cells)))
     ablations = [v for v in variants if v not in grid_variants]
     if ablations:
         lines = []
         for v in ablations:
             (D, T), = {(k[1], k[2]) for k in cells if k[0] == v}
             dd, fewer = cells[v, D, T, "D,D"], cells[v, D, T, "D-1,D"]
-            ratio = fewer.mean / dd.mean
-            separated = ratio >= RATIO and dd.hi < fewer.lo
-            rows.append({"variant": v, "D": D, "T": T, "ablation": True, "steps": steps[v],
-                         "nmse": {"D,D": dd.to_json(), "D-1,D": fewer.to_json()},
-                         "ratio": ratio, "separated": separated})
-            lines.append((v, steps[v], str(D), str(T), dd.text(), fewer.text(), f"{ratio:.1f}",
-                          "yes" if separated else "no"))
-        tables.append(Table("ablations: one knob at a time at D = 4, T = 16 "
-                            "(geometric mean over seeds, least–greatest)",
-                            ("variant", "steps", "D", "T", "(D,D)", "(D-1,D)", "(D-1,D)/(D,D)", "separated"),
-                            tuple(lines)))
+            checks = pairs([dd, fewer])
+            verdict = judge(checks, [dd, fewer])
+            rows.append({"variant": v, "D": D, "T": T, "ablation": True, "steps": steps[v], "E": E_of[v],
+                         "nmse": {"D,D": spreads[v, D, T, "D,D"].to_json(),
+                                  "D-1,D": spreads[v, D, T, "D-1,D"].to_json()},
+                         "exponent": {"D,D": str(dd.exponent), "D-1,D": str(fewer.exponent)},
+                         "ratio": fewer.mean / dd.mean, "verdict": verdict, "checks": [c.to_json() for c in checks]})
+            lines.append((v, steps[v], str(D), str(T), spreads[v, D, T, "D,D"].text(),
+                          spreads[v, D, T, "D-1,D"].text(), f"{dd.exponent} / {fewer.exponent}",
+                          f"{fewer.mean / dd.mean:.1f}", f"{dd.fall():.2f} / {fewer.fall():.2f}", verdict))
+        tables.append(Table("ablations: one knob at a time (geometric mean over seeds, least–greatest)",
+                            ("variant", "steps", "D", "T", "(D,D)", "(D-1,D)", "InfoFlow e", "(D-1,D)/(D,D)",
+                             "fall", "verdict"), tuple(lines)))
+        verdicts.append(f"ablations: {sum(r['verdict'] == AGREES for r in rows if r.get('ablation'))} of "
+                        f"{len(ablations)} agree")
     return Result(NAME, quick, device, CLAIM, CRITERION, QUICK_SCOPE if quick else FULL_SCOPE,
                   "; ".join(verdicts), tuple(tables), tuple(rows), "D",
                   tuple(s for s in series if s.points), tuple(records))

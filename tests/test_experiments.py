@@ -249,25 +249,6 @@ def _intrinsic_records(nmse) -> list[dict]:
     return out
 
 
-def test_intrinsic_verdicts():
-    from tfcert.experiments.intrinsic_dim import summarise
-
-    def clean(p, T, seed):
-        return (1e-5 if p == "D,D" else 1e-2) * (1 + 0.1 * seed)
-    result = summarise(_intrinsic_records(clean), False, "cpu")
-    assert [r["agrees"] for r in result.rows] == [None, True] and all(r["separated"] for r in result.rows)
-    assert result.verdict == "v: 1 of 1 D agree (D=2 yes)"
-
-    def overlapping(p, T, seed):  # 30x apart on average, but one (D,D) seed is worse than a fewer-heads seed
-        return {"D,D": [1e-5, 1e-5, 2e-2], "D,D-1": [1, 1, 1]}.get(p, [1e-2, 1e-2, 1e-2])[seed]
-    assert not any(r["separated"] for r in summarise(_intrinsic_records(overlapping), False, "cpu").rows)
-
-    def growing(p, T, seed):  # separated at each T, but (D,D) grows 4x with T
-        return (1e-5 * (4 if T == 32 else 1)) if p == "D,D" else 1e-2
-    rows = summarise(_intrinsic_records(growing), False, "cpu").rows
-    assert all(r["separated"] for r in rows) and rows[-1]["t_independent"] is False and rows[-1]["agrees"] is False
-
-
 def test_cost_law_fit_and_verdict():
     from tfcert.experiments.cost_law import fit_slope, summarise
 
@@ -276,24 +257,15 @@ def test_cost_law_fit_and_verdict():
     for width, seed in itertools.product((4, 16, 64, 256), (0, 1)):
         n = 40 * width
         records.append({"experiment": "cost-law", "series": "1 layer, E=4, T=4", "E": 4, "T": 4, "layers": 1,
-                        "width": width, "parameters": n, "seed": seed, "nmse": 50.0 * n ** -2.0 * (1 + seed)})
+                        "width": width, "parameters": n, "seed": seed, "nmse": 50.0 * n ** -2.0 * (1 + seed),
+                        "curve": [[1, 50.0 * n ** -2.0 * (1 + seed)]] * 2})
         records.append({"experiment": "cost-law", "series": "1 layer, E=4, T=8", "E": 4, "T": 8, "layers": 1,
-                        "width": width, "parameters": n, "seed": seed, "nmse": 0.5})
+                        "width": width, "parameters": n, "seed": seed, "nmse": 0.5, "curve": [[1, 0.5]] * 2})
     result = summarise(records, False, "cpu")
     by = {r["series"]: r for r in result.rows}
     assert by["1 layer, E=4, T=4"]["exponent"] == "1" and by["1 layer, E=4, T=4"]["fitted_slope"] == pytest.approx(-2)
-    assert by["1 layer, E=4, T=4"]["agrees"] is True
-    assert by["1 layer, E=4, T=8"]["exponent"] == "3" and by["1 layer, E=4, T=8"]["agrees"] is False
-
-
-def test_depth_verdict():
-    from tfcert.experiments.depth import summarise
-
-    records = [{"experiment": "depth", "E": 4, "size": 16, "T": T, "layers": layers, "seed": 0,
-                "parameters": 600 + layers, "nmse": 1e-3 if layers == 2 else 1e-3 * T}
-               for T in (4, 16) for layers in (1, 2)]
-    result = summarise(records, False, "cpu")
-    assert result.rows[-1] == {"E": 4, "size": 16, "two_layer_flat": True, "one_layer_grows": True, "agrees": True}
+    assert by["1 layer, E=4, T=4"]["verdict"] == "agrees"
+    assert by["1 layer, E=4, T=8"]["exponent"] == "3" and by["1 layer, E=4, T=8"]["verdict"] == "does not agree"
 
 
 # --- --from and the sweep ---------------------------------------------------------------------
@@ -330,3 +302,25 @@ def test_sweep_runs_tiny_jobs_in_parallel_processes(torch, tmp_path):
     assert header["commit"] == "abc" and header["tiny"] is True and header["jobs"][0]["state"] == "done"
     assert len(records) == 48 and {r["experiment"] for r in records} == {"depth"}
     assert "done: 48 records" in (out / "log.txt").read_text()
+
+
+@pytest.mark.slow
+def test_sweep_resume_runs_only_the_missing_jobs(torch, tmp_path):
+    """--grid cpu --resume keeps the records of the jobs already done and runs the one missing."""
+    from tfcert.experiments.intrinsic_dim import grid_jobs
+
+    names = [j.name for j in grid_jobs("cpu")]
+    out = tmp_path / "grid"
+    out.mkdir()
+    earlier = [{"experiment": "intrinsic-dim", "job": n, "nmse": 0.5, "earlier": True} for n in names[1:]]
+    (out / "records.jsonl").write_text("".join(json.dumps(r) + "\n" for r in [{"sweep": {}}, *earlier]))
+    run = subprocess.run([sys.executable, "-m", "tfcert.experiments.sweep", "--out", str(out), "--device", "cpu",
+                          "--tiny", "--grid", "cpu", "--resume", "--processes", "1", "--budget", "600"],
+                         capture_output=True, text=True, timeout=600)
+    assert run.returncode == 0, run.stderr
+    lines = [json.loads(line) for line in (out / "records.jsonl").read_text().splitlines()]
+    header, records = lines[0]["sweep"], lines[1:]
+    assert [j["state"] for j in header["jobs"]] == ["done"] + ["done earlier"] * (len(names) - 1)
+    assert [r for r in records if r.get("earlier")] == earlier
+    new = [r for r in records if not r.get("earlier")]
+    assert len(new) == 6 and {r["job"] for r in new} == {names[0]}
