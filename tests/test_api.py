@@ -121,6 +121,19 @@ def test_malformed_pairs_raise_input_error(pairs):
         dataset_json(pairs)
 
 
+@pytest.mark.parametrize("pairs, path", [
+    ([(np.zeros((0, 2)), np.eye(2)[:1])], "$.pairs[0].input"),
+    ([([], [])], "$.pairs[0].input"),
+    ([(np.eye(2), np.eye(2)[:1]), (np.zeros((0, 2)), np.eye(2)[:1])], "$.pairs[1].input"),
+    ([(np.eye(2), np.zeros((0, 2)))], "$.pairs[0].output"),
+])
+def test_an_empty_sequence_is_named(pairs, path):
+    """The sequence that is empty, as a file's reader names it; not "$.d: 0 is out of range"."""
+    with pytest.raises(InputError) as refused:
+        tfcert.construct(pairs)
+    assert str(refused.value) == f"<dataset>: {path}: empty sequence"
+
+
 @pytest.mark.parametrize("tau", [0, 0.0, "0", -1, "-1/8"])
 def test_audit_refuses_a_temperature_not_above_zero(tau):
     """As the CLI does (--temperature: must be > 0); 0 used to mean the model's own τ."""

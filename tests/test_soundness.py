@@ -23,6 +23,7 @@ from tfcert.construct.temperature import bracket
 from tfcert.errors import InputError
 from tfcert.main import main
 from tfcert.verify import regions
+from tfcert.verify.formats import parse_document
 from tfcert.verify.numbers import LIMITS
 
 DEMO = REPO / "tfcert" / "examples" / "demo.json"
@@ -270,6 +271,20 @@ def test_duplicate_keys_are_refused(which, hard, tmp_path, capsys):
     rc, out, err = run(verify_argv(paths), capsys)
     one_error(rc, out, err, f"duplicate key {key[1:-1]!r}")
     assert ": $" in err
+
+
+@pytest.mark.parametrize("text, path", [
+    ('{"pairs": [{"input": [], "input": []}]}', '$.pairs[0]'),
+    ('{"a": {"b": [0, {"c": 1, "c": 2}]}}', '$.a.b[1]'),
+    ('{"x y": {"k": 1, "k": 2}}', '$["x y"]'),
+    ('{"a": 1, "a": 2}', '$'),
+])
+def test_duplicate_key_paths_are_written_like_every_other_path(text, path):
+    """$.pairs[0], as every message writes a path ($."pairs"[0] before); a key that is not a
+    name is quoted in brackets."""
+    with pytest.raises(InputError) as refused:
+        parse_document("f.json", text.encode())
+    assert str(refused.value).startswith(f"f.json: {path}: duplicate key ")
 
 
 # ---------------------------------------------------------------- crashes, exit codes, hangs

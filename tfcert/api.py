@@ -76,8 +76,11 @@ def dataset_json(pairs) -> dict:
         out.append({"input": _tokens(X, f"pairs[{j}].input"), "output": _tokens(Y, f"pairs[{j}].output")})
     if not out:
         raise InputError("pairs: the dataset has no pairs")
-    d = len(out[0]["input"][0]) if out[0]["input"] else 0
-    return {"format": DATASET_FORMAT, "d": d, "pairs": out}
+    # d from the first token given: an empty first sequence is then named by the reader
+    # ("$.pairs[0].input: empty sequence"), not mistaken for d = 0; with no token at all, any
+    # valid d lets the reader name the first empty sequence
+    first = next((t for pair in out for side in ("input", "output") for t in pair[side]), None)
+    return {"format": DATASET_FORMAT, "d": 2 if first is None else len(first), "pairs": out}
 
 
 def dataset_document(data) -> Document:

@@ -145,8 +145,8 @@ def _duplicate_path(value: object) -> str | None:
         if isinstance(item, _Object) and item.duplicate is not None:
             return f"{path}: duplicate key {show(repr(item.duplicate))}"
         children = item.items() if isinstance(item, dict) else enumerate(item) if isinstance(item, list) else ()
-        stack.extend(reversed([(v, f"{path}.{show(json.dumps(k))}" if isinstance(k, str) else f"{path}[{k}]")
-                               for k, v in children]))
+        stack.extend(reversed([(v, f"{path}[{k}]" if isinstance(k, int) else f"{path}.{k}" if k.isidentifier()
+                                else f"{path}[{show(json.dumps(k))}]") for k, v in children]))  # $.pairs[0], $["a b"]
     return None
 
 
