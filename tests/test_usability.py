@@ -8,6 +8,7 @@ import argparse
 import io
 import json
 import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -87,6 +88,48 @@ def test_readme_set_up_commands_tour_and_guide():
     assert "```sh\npip install '.[test]' && python -m pytest\n```" in readme
     assert "## 30-second tour" in readme and "(docs/guide.md)" in readme and "(docs/api.md)" in readme
     assert "## 30-second tour" in (REPO / "docs" / "guide.md").read_text()
+
+
+def _block(text: str, heading: str, lang: str) -> str:
+    """The first ```lang block after ``heading``."""
+    return text.split(heading, 1)[1].split(f"```{lang}\n", 1)[1].split("```", 1)[0]
+
+
+def test_readme_puts_the_basics_first():
+    """construct, verify, audit, check and the pytest plugin under "Command line"; experiments,
+    bench, export and InfoFlow after it, under "Beyond the basics"."""
+    readme = (REPO / "README.md").read_text()
+    basics = _block(readme, "## Command line", "sh")
+    for command in ("tfcert construct", "tfcert verify", "tfcert audit", "tfcert check", "pytest --tfcert"):
+        assert command in basics
+    assert readme.index("## Command line") < readme.index("## Beyond the basics")
+    more = _block(readme, "## Beyond the basics", "sh")
+    for command in ("tfcert experiment", "tfcert bench", "tfcert export", "tfcert infoflow"):
+        assert command not in basics and command in more
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("page", ["README.md", "docs/guide.md"])
+def test_the_tours_run_twice(page, tmp_path, monkeypatch, capsys):
+    """Every command of a page's 30-second tour, and its Python, run in a fresh folder; then
+    all of it again (a second run must not stop at the bundle the first one wrote)."""
+    text = (REPO / page).read_text()
+    lines = _block(text, "## 30-second tour", "sh").splitlines()
+    code = _block(text, "## 30-second tour", "python")
+    (tmp_path / "tfcert" / "examples").mkdir(parents=True)
+    shutil.copy(DEMO, tmp_path / "tfcert" / "examples")
+    monkeypatch.chdir(tmp_path)
+    for _ in range(2):
+        for line in lines:
+            argv = shlex.split(line.split("&&")[-1], comments=True)  # `pip install . && tfcert demo`: installed
+            if argv[0] == "tfcert":
+                assert main(argv[1:]) == 0, (line, capsys.readouterr().err)
+            else:
+                assert argv[:3] == ["python", "-m", "pytest"], line
+                run = subprocess.run([sys.executable, *argv[1:], "-p", "no:cacheprovider"], capture_output=True,
+                                     text=True, timeout=600)
+                assert run.returncode == 0, run.stdout[-2000:]
+        exec(code, {})
 
 
 def test_experiments_install_line_matches_the_readme():
