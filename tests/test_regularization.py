@@ -93,6 +93,31 @@ def test_untrained_random_start_is_flagged(torch, problem):
         assert rec["bound"] < 0.1 < rec["objective"] and rec["flagged"]
 
 
+def test_flag_at_the_bound(torch, problem, monkeypatch):
+    """The hard cases, next to θ_c where objectives are within a hair of the bound ε‖θ_c‖² (the
+    lowest ε of the sweep): a point whose objective ends within 10x of the bound — θ_c moved along
+    a random direction, the largest step 10^-k that stays within 10x — is still flagged; one past
+    it — θ_c shrunk by the least 10^-k that brings the objective below the bound, at a set loss
+    above 0 — is not flagged. (How far each moves depends on θ_c, so the steps are found, not fixed.)"""
+    from tfcert.experiments import regularization
+
+    theta = problem.theta_float()
+    eps = torch.tensor([10.0 ** _plan(0).exponents(problem.norm2)[0]], dtype=torch.float64)
+    bound = float(Fraction(eps.item()) * problem.norm2)
+
+    def objective(point):
+        return float(sum(regularization.objective_parts(problem, point[None], eps))[0])
+    direction = torch.randn(theta.shape, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
+    near = max((theta + 10.0 ** -k * direction for k in range(4, 17)),
+               key=lambda x: (objective(x) <= 10 * bound, objective(x)))
+    past = next(theta * (1 - 10.0 ** -k) for k in range(16, 2, -1) if objective(theta * (1 - 10.0 ** -k)) < bound)
+    monkeypatch.setattr(regularization, "starts", lambda *_: [("near", near, 0.0), ("past", past, 0.0)])
+    near, past = regularization.run(problem, _plan(0, seeds=0, rates_c=()), 0, lambda _: None)
+    assert near["start"] == "near" and past["start"] == "past" and near["bound"] == bound
+    assert 0 < near["set_loss"] and bound < near["objective"] <= 10 * bound and near["flagged"]
+    assert 0 < past["set_loss"] and past["objective"] < bound and not past["flagged"]
+
+
 def test_runs_are_deterministic(torch, problem):
     from tfcert.experiments.regularization import run
 
