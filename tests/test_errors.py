@@ -772,3 +772,38 @@ def test_audit_with_an_enclosure_out_of_range_is_not_checked(tmp_path, capsys):
     write_json(tmp_path / "dataset.json", data)
     rc, out, err = run(["audit", "--model", tmp_path / "model.json", "--dataset", tmp_path / "dataset.json"], capsys)
     assert rc == 1 and "not checked" in out and err == "", (out, err)
+
+
+def test_a_dataset_over_the_tokens_limit_is_refused_before_any_work(tmp_path, capsys):
+    """A legal 5 MB dataset ran for minutes and 1.6 GB: construct, verify and
+    audit now refuse a dataset holding more input tokens than the limit
+    ``tokens`` (one error line naming the file and the limit, exit 2, nothing
+    written), and --limit tokens=N lets it through."""
+    demo = REPO / "certificates" / "demo-hardmax"
+    tokens = sum(len(p["input"]) for p in json.loads((demo / "dataset.json").read_text())["pairs"])
+    small = f"tokens={tokens - 1}"
+    runs = {"construct": ["construct", demo / "dataset.json", "-o", tmp_path / "out"],
+            "verify": ["verify", demo], "audit": ["audit", demo]}
+    for name, argv in runs.items():
+        rc, out, err = run([*argv, "--limit", small], capsys)
+        assert rc == 2 and out == "" and err.count("\n") == 1, (name, err)
+        assert err.startswith(f"error: {demo / 'dataset.json'}: $.pairs: {tokens} input tokens, over the limit "
+                              f"{small}"), (name, err)
+        assert name != "construct" or not (tmp_path / "out").exists()
+        rc, out, err = run([*argv, "--limit", f"tokens={tokens}"], capsys)
+        assert rc == 0, (name, err)
+
+
+def test_the_default_tokens_limit_refuses_a_large_dataset_at_once(tmp_path, capsys):
+    """With no --limit, 10 001 one-token sequences (400 kB) are refused at the
+    read; before, audit replayed them and construct ran for minutes."""
+    n = 10_001  # the default limit, 10 000, plus one
+    pairs = [{"input": [[str(i), "0"]], "output": [["0", "0"]]} for i in range(n)]
+    write_json(tmp_path / "big.json", {"format": "tfcert.dataset/1", "d": 2, "pairs": pairs})
+    model = REPO / "certificates" / "demo-hardmax" / "model.json"
+    for argv in (["audit", "--model", model, "--dataset", tmp_path / "big.json"],
+                 ["construct", tmp_path / "big.json", "-o", tmp_path / "out"]):
+        rc, out, err = run(argv, capsys)
+        assert rc == 2 and err == (f"error: {tmp_path / 'big.json'}: $.pairs: {n} input tokens, over the limit "
+                                   f"tokens={n - 1}\n"), err
+    assert not (tmp_path / "out").exists()

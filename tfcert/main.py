@@ -322,7 +322,7 @@ JSON_HELP = "print one JSON document on stdout instead of the text summary"
 
 def _limit_option(p: argparse.ArgumentParser) -> None:
     p.add_argument("--limit", action="append", metavar="NAME=VALUE",
-                   help="file_bytes, digits, bits or z3_seconds (docs/certificates.md, Limits); repeatable")
+                   help="file_bytes, digits, bits, z3_seconds or tokens (docs/certificates.md, Limits); repeatable")
 
 
 def _solver_options(p: argparse.ArgumentParser, emit: bool = False) -> None:

@@ -248,6 +248,9 @@ def read_dataset(doc: Document) -> Dataset:
     raw_pairs = array(top["pairs"], f"{name}: $.pairs")
     if not raw_pairs:
         raise InputError(f"{name}: $.pairs: the dataset has no pairs")
+    tokens = sum(len(p["input"]) for p in raw_pairs if isinstance(p, dict) and isinstance(p.get("input"), list))
+    if tokens > LIMITS.tokens:
+        raise InputError(f"{name}: $.pairs: {tokens} input tokens, over the limit tokens={LIMITS.tokens}")
     pairs = []
     for j, raw in enumerate(raw_pairs):
         where = f"{name}: $.pairs[{j}]"

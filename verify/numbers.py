@@ -25,8 +25,10 @@ class Limits:
     """What the readers and the replay accept (docs/certificates.md, "Limits");
     the CLI sets them with ``--limit NAME=VALUE``. Past ``bits`` a replay stops
     and its claims fail as "not checked"; past ``z3_seconds`` a region query is
-    "undecided" and its claim fails."""
+    "undecided" and its claim fails; past ``tokens`` a dataset is refused
+    before any work whose time grows with it."""
     file_bytes: int = 256 * 2**20  # any file read
+    tokens: int = 10_000  # a dataset's input tokens, all sequences together
     digits: int = 64_000  # a model's or certificate's numbers (a dataset's: MAX_DIGITS)
     bits: int = 2**20  # numerator or denominator of any number the replay forms
     z3_seconds: float = 60.0  # one region query
