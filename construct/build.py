@@ -28,33 +28,42 @@ class Construction:
     theorem: str
 
 
-def construct(dataset: Dataset, attention: str = "hardmax", width: int = 4) -> Construction:
+def construct(dataset: Dataset, attention: str = "hardmax", width: int = 4, progress=None) -> Construction:
     """Build a transformer that maps each input set of ``dataset`` exactly onto
     its output set. ``width`` bounds the FF width: ⌊width/4⌋ leader hats or
-    snaps per layer (⌊width/3⌋ bump hats)."""
+    snaps per layer (⌊width/3⌋ bump hats). ``progress(done, total, label)``
+    hears which phase is being built."""
     if width < UNITS:
         raise InputError(f"width={width} is too small; a leader hat or a snap needs {UNITS} units")
     per_layer = width // UNITS
     d = dataset.d
+    step = _phases(progress, attention)
+    step("bumps")
     bump, seqs = bumps(dataset, width // 3)
     at = len(bump.blocks)
+    step("separation")
     sep, seqs = separation(dataset, seqs, at)
     at += 1
     kill = attention == "hardmax" and d >= 3
+    step("offset")
     if kill and len(dataset.pairs) > 1:
         off, seqs = offset(dataset, seqs, at)
         at += 1
     else:
         off = Phase("offset", (at, at), (), ())
+    step("leaders")
     lead_blocks, lead_claims, leaders, seqs = leader_phase(dataset, seqs, at, per_layer, kill)
     last = at + len(lead_blocks) - 1
+    step("collapse")
     before_collapse = seqs
     sa, collapse_claims, seqs = collapse(dataset, seqs, last)
     lead_blocks[-1] = Block(lead_blocks[-1].ff, sa)
     at += len(lead_blocks)
+    step("interpolation")
     interp_blocks, interp_claims, seqs, radius = snap_phase(dataset, seqs, leaders, at, per_layer)
     temperature = None
     if attention == "softmax":
+        step("tau*")
         temperature, claim = tau_star_claim(sa, before_collapse, dataset, radius, last)
         # under softmax the collapse leaves clusters of nearby, not equal, tokens
         collapse_claims = [c for c in collapse_claims if c["kind"] != "clusters"] + [claim]
@@ -66,6 +75,17 @@ def construct(dataset: Dataset, attention: str = "hardmax", width: int = 4) -> C
               Phase("interpolation", (at, at + len(interp_blocks)), tuple(interp_blocks), tuple(interp_claims)))
     blocks = tuple(b for p in phases for b in p.blocks)
     return Construction(Model(d, attention, blocks, temperature), phases, THEOREM[attention])
+
+
+def _phases(progress, attention: str):
+    """``step(name)``: tell ``progress`` the phase now built and how many came before."""
+    names = ["bumps", "separation", "offset", "leaders", "collapse", "interpolation"]
+    names += ["tau*"] if attention == "softmax" else []
+
+    def step(name: str) -> None:
+        if progress:
+            progress(names.index(name), len(names), f"building: {name}")
+    return step
 
 
 def float_analyses(model: Model, dataset: Dataset) -> list[Analysis]:

@@ -29,27 +29,34 @@ class Bundle:
 def build(dataset: str | Path | Document, attention: str = "hardmax", width: int = 4, progress=None) -> Bundle:
     """Construct, certify and verify, all in memory. ``dataset`` is a path or
     a document already read (stdin, the notebook API); ``progress(done,
-    total, label)`` hears of each stage and of the verification's blocks."""
+    total, label)`` hears the phase (building, certifying, verifying) and
+    the count of its work: phases built, steps, blocks replayed."""
+    from tfcert.progress import Replay
+
     dataset_doc = dataset if isinstance(dataset, Document) else load_document(dataset)
     data = read_dataset(dataset_doc)
 
     def stage(done: int, label: str):
         if progress:
-            progress(done, 2, label)
+            progress(done, 3, f"certifying: {label}")
 
-    stage(0, "constructing")
-    construction = construct(data, attention, width)
-    stage(1, "certifying")
+    construction = construct(data, attention, width, progress)
+    stage(0, "the model file")
     model = model_bytes(construction.model)
+    stage(1, "float analyses")
     analyses = float_analyses(construction.model, data)
+    stage(2, "the claims")
     draft = dumps(certificate(construction, data, model, dataset_doc.raw, []))
-    verifying = None if progress is None else (lambda done, total: progress(done, total, "verifying"))
+    if progress:
+        progress(0, None, "verifying: reading the certificate and the claims checked before the replay")
+    verifying = None if progress is None else Replay(progress, "verifying: ")
     try:  # the float analyses ride along the verifier's replay: one replay states and checks everything
-        report = verify(parse_document("model.json", model), dataset_doc,
-                        parse_document("certificate.json", draft), verifying, observers=analyses)
+        report = verify(parse_document("model.json", model), dataset_doc, parse_document("certificate.json", draft),
+                        verifying, observers=(*analyses, verifying) if verifying else analyses)
     except InputError as exc:  # the construction's own numbers are past a reader's limit
         raise InputError(f"{dataset_doc.path}: the bundle built from this dataset exceeds a limit of the checker "
                          f"({exc}); raise it with --limit") from None
+    stage(3, "the float claims and the certificate")
     floats = float_claims(analyses)
     value = certificate(construction, data, model, dataset_doc.raw, floats)
     report = Report(report.results + _float_results(value, analyses), report.warnings)

@@ -254,11 +254,12 @@ def _documents(what, rest: dict[str, object], slots: tuple[str, ...]) -> dict[st
 def verify(bundle_or_model, dataset=None, certificate=None) -> Report:
     """Check a certificate: ``verify(bundle)``, ``verify("bundle/folder")``
     or ``verify(model_path, dataset, certificate_path)``."""
-    from tfcert.progress import Bar
+    from tfcert.progress import Bar, Replay
 
     docs = _documents(bundle_or_model, {"dataset": dataset, "certificate": certificate}, SLOTS)
     with Bar("verify") as bar:
-        return Report(check.verify(docs["model"], docs["dataset"], docs["certificate"], bar))
+        watch = Replay(bar)
+        return Report(check.verify(docs["model"], docs["dataset"], docs["certificate"], watch, observers=(watch,)))
 
 
 def audit(bundle_or_model, dataset=None, temperature=None) -> AuditReport:

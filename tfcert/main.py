@@ -118,7 +118,8 @@ def cmd_verify(args) -> int:
     if args.junit:
         _refuse_overwrite([args.junit], [d.path for d in docs.values()])
     with Bar("verify") as bar:
-        report = verify(docs["model"], docs["dataset"], docs["certificate"], bar)
+        watch = Replay(bar)
+        report = verify(docs["model"], docs["dataset"], docs["certificate"], watch, observers=(watch,))
     _warn(report.warnings)
     if args.junit:
         _write_text(args.junit, junit(report))

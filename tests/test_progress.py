@@ -1,0 +1,33 @@
+"""Progress off a terminal: a long run prints labelled phase lines on stderr
+every interval (TFCERT_PROGRESS_INTERVAL), none with -q, and stdout stays JSON."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+from conftest import REPO
+
+DEMO = REPO / "tfcert" / "examples" / "demo.json"
+
+
+def construct(tmp_path, *flags: str) -> subprocess.CompletedProcess:
+    code = "import sys; from tfcert.main import main; sys.exit(main(sys.argv[1:]))"
+    return subprocess.run([sys.executable, "-c", code, *flags, "construct", str(DEMO), "-o", str(tmp_path / "b"),
+                           "--attention", "softmax", "--force", "--json"], capture_output=True, text=True,
+                          timeout=300, env={"PATH": "/usr/bin:/bin", "TFCERT_PROGRESS_INTERVAL": "0.01"})
+
+
+def test_progress_lines_off_a_terminal_name_the_phase(tmp_path):
+    proc = construct(tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    json.loads(proc.stdout)
+    lines = proc.stderr.splitlines()
+    assert lines and all(line.startswith("construct: ") for line in lines)
+    assert all(any(f"{phase}: " in line for phase in ("building", "certifying", "verifying")) for line in lines)
+    assert any("verifying: replay, block " in line and "/" in line for line in lines)
+
+
+def test_quiet_prints_no_progress(tmp_path):
+    proc = construct(tmp_path, "-q")
+    assert proc.returncode == 0 and proc.stderr == ""
