@@ -133,7 +133,7 @@ def test_text_output_states_criterion_and_scope(torch, capsys, tmp_path, monkeyp
     out = capsys.readouterr().out
     assert "agreement criterion (fixed before running): " + intrinsic_dim.CRITERION in out
     assert "what this run can show: " + intrinsic_dim.QUICK_SCOPE in out
-    assert "(D,D)" in out and "(D-1,D)" in out and "only (D,D)" in out and "verdict: " in out
+    assert "(D,D)" in out and "(D-1,D)" in out and "InfoFlow e" in out and "verdict: " in out
     assert f"wrote {tmp_path / 'intrinsic-dim.png'}" in out
 
 

@@ -411,7 +411,7 @@ def test_sigint_while_a_bundle_folder_is_replaced_is_held(tmp_path, monkeypatch)
     original = os.rename
 
     def rename_and_interrupt(a, b):
-        os.kill(os.getpid(), signal.SIGINT)
+        signal.raise_signal(signal.SIGINT)
         return original(a, b)
     monkeypatch.setattr(bundle_module.os, "rename", rename_and_interrupt)
     with pytest.raises(KeyboardInterrupt):
@@ -447,7 +447,7 @@ def test_sigint_during_the_renames_is_held(tmp_path, monkeypatch):
     original = os.replace
 
     def replace_and_interrupt(a, b):
-        os.kill(os.getpid(), signal.SIGINT)  # arrives between the renames
+        signal.raise_signal(signal.SIGINT)  # arrives between the renames
         return original(a, b)
     monkeypatch.setattr(bundle_module.os, "replace", replace_and_interrupt)
     with pytest.raises(KeyboardInterrupt):

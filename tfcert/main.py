@@ -110,7 +110,7 @@ def _documents(args, slots: tuple[str, ...]) -> dict:
 
 
 def cmd_verify(args) -> int:
-    from tfcert.progress import Bar
+    from tfcert.progress import Bar, Replay
     from tfcert.report import as_json, human, junit
     from tfcert.verify.check import verify
 
@@ -435,8 +435,9 @@ def build_parser() -> argparse.ArgumentParser:
     fmt = p.add_mutually_exclusive_group(required=True)
     fmt.add_argument("--torch", action="store_true", help="PyTorch (safetensors layout, no pickle; docs/export.md)")
     fmt.add_argument("--onnx", action="store_true", help="ONNX (opset 17; input x [n, d], output y [n, d])")
-    p.add_argument("--dtype", choices=["float64", "float32"], default="float64",
-                   help="parameters rounded once from the exact rationals to this format (default float64)")
+    p.add_argument("--dtype", choices=["float64", "float32", "float16", "bfloat16"], default="float64",
+                   help="parameters rounded once from the exact rationals to this format (default float64; "
+                        "float16 and bfloat16: --torch only)")
 
     p = command("demo", "build, certify and verify a bundled 2-D example, with pictures", cmd_demo)
     p.add_argument("-o", "--output", default="tfcert-demo", metavar="DIR",
