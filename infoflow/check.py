@@ -1098,7 +1098,8 @@ def _closure(w: _Witness) -> tuple[list[set], bool]:
             for c in ("t",) if n.free else CLASSES:
                 if _scorable(n.kids[0], c, u, n.over[0], have):
                     new.add((n.fact, c))
-        new |= {(f, "T+1") for f, c in have if c == "t" and not f.endswith("(t)")}  # closed
+        new |= {(f, "T+1") for f, c in have if c == "t" and (
+            f == EVERYTHING or f.startswith("x(") or not w.reductions[f[:-3] if f.endswith("(t)") else f].free)}
         if _known(w.root, "T+1", None, new):
             return states + [new], True
         if new == have:
