@@ -146,6 +146,49 @@ def source_repository(root: Path) -> str:
                           text=True).stdout.strip()
 
 
+def minimum_version(requirements: str, name: str) -> tuple[int, ...] | None:
+    """The ``>=`` bound on ``name`` in a TOML list of requirement strings, or None."""
+    match = re.search(rf'"{re.escape(name)}\s*>=\s*([0-9][0-9.]*)"', requirements)
+    return tuple(int(part) for part in match.group(1).split(".")) if match else None
+
+
+def pyproject_list(key: str) -> str:
+    """The one-line TOML list assigned to ``key`` in pyproject.toml."""
+    text = (REPO / "pyproject.toml").read_text()
+    return re.search(rf"^{re.escape(key)}\s*=\s*(\[.*\])\s*$", text, re.MULTILINE).group(1)
+
+
+# setuptools 70.1 ships the bdist_wheel command; older ones need the `wheel` package to build one.
+BDIST_WHEEL_IN_SETUPTOOLS = (70, 1)
+
+
+def test_the_test_extra_holds_what_the_offline_build_needs():
+    """The pinned-source test builds tfcert offline without build isolation,
+    so with the test environment's own setuptools. A fresh venv made per
+    README (Python 3.11) holds setuptools 65.5 and no `wheel`: the build
+    died with ``invalid command 'bdist_wheel'``. The test extra asks for a
+    setuptools that builds wheels itself and meets [build-system]."""
+    wanted = minimum_version(pyproject_list("test"), "setuptools")
+    assert wanted is not None, "the test extra names no setuptools>=..."
+    assert wanted >= BDIST_WHEEL_IN_SETUPTOOLS
+    assert wanted >= minimum_version(pyproject_list("requires"), "setuptools")
+
+
+def test_environment_can_build_tfcert_without_isolation():
+    """What the test extra promises holds here: this environment's setuptools
+    meets [build-system] and has bdist_wheel."""
+    from importlib.metadata import version
+    have = tuple(int(part) for part in re.findall(r"\d+", version("setuptools"))[:2])
+    assert have >= minimum_version(pyproject_list("requires"), "setuptools")[:2], \
+        f"setuptools {version('setuptools')} is older than [build-system] asks: pip install '.[test]'"
+    from setuptools.dist import Distribution
+    from distutils.errors import DistutilsModuleError  # after setuptools: its own distutils
+    try:
+        Distribution().get_command_class("bdist_wheel")
+    except DistutilsModuleError:
+        pytest.fail(f"setuptools {version('setuptools')} cannot build a wheel: pip install '.[test]'")
+
+
 @pytest.mark.slow
 def test_workflow_installs_tfcert_from_its_pinned_source(repo, tmp_path):
     """The workflow ran ``pip install tfcert``, a distribution the package index
@@ -153,6 +196,7 @@ def test_workflow_installs_tfcert_from_its_pinned_source(repo, tmp_path):
     TFCERT_SOURCE, a pinned git URL or path; here a git repository holding
     this project at one commit, built offline into a folder, whose tfcert
     then gates the repository."""
+    test_environment_can_build_tfcert_without_isolation()  # else pip's error is far from the cause
     commit = source_repository(tmp_path / "tfcert-source")
     site = tmp_path / "site"
     proc = sh(install_command(), repo, {
