@@ -193,3 +193,16 @@ def test_schema_command(capsys):
     assert json.loads(capsys.readouterr().out) == load_schema("certificate")
     assert main(["schema", "nope"]) == 2
     assert "unknown" in capsys.readouterr().err
+
+
+def test_audit_output_when_the_replay_stops_validates(capsys):
+    """``audit --json --limit bits=8``: the replay stops before any verdict; the
+    output is interpolates false and why, which the schema admits (it required
+    ``sequences`` and refused this document)."""
+    doc = json_out(["audit", HARDMAX, "--json", "--limit", "bits=8"], capsys)
+    assert doc == {"interpolates": False, "not_checked": doc["not_checked"]}
+    assert "over the limit bits=8" in doc["not_checked"]
+    validate(doc, "audit-output")
+    for bad in ({"interpolates": True, "not_checked": "x"}, {**doc, "sequences": []}, {"interpolates": False}):
+        with pytest.raises(jsonschema.ValidationError):
+            validate(bad, "audit-output")

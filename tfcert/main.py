@@ -169,7 +169,7 @@ def cmd_check(args) -> int:
 def cmd_audit(args) -> int:
     from tfcert.audit.audit import audit, certificate
     from tfcert.progress import Bar
-    from tfcert.report import audit_human, audit_json, json_text
+    from tfcert.report import audit_human, audit_json, audit_stopped_json, json_text
     from tfcert.verify.check import check_compatible, verify
     from tfcert.verify.formats import dumps, parse_document, read_dataset, read_model
     from tfcert.verify.numbers import parse_number
@@ -195,7 +195,7 @@ def cmd_audit(args) -> int:
         with Bar("audit") as bar:
             report = audit(model, dataset, bar, tau, tuple(args.float or ()))
     except ArithmeticError as exc:  # the replay stopped (LimitError, or an enclosure out of range)
-        print(json_text({"interpolates": False, "not_checked": str(exc)}) if args.json
+        print(json_text(audit_stopped_json(exc)) if args.json
               else f"verdict: not checked: the replay stopped: {exc}")
         return 1
     _warn(report.warnings)

@@ -143,6 +143,12 @@ def audit_json(report) -> dict:
     return out
 
 
+def audit_stopped_json(reason: ArithmeticError) -> dict:
+    """``tfcert audit --json`` when the replay stopped (a limit, an enclosure out of
+    range): no verdicts, only why (the schema's second form)."""
+    return {"interpolates": False, "not_checked": str(reason)}
+
+
 def audit_human(report) -> str:
     softmax = report.temperature is not None
     lines = [f"temperature {show(report.temperature)} (≈ {approx(report.temperature)})"] if softmax else []
