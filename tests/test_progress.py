@@ -3,6 +3,7 @@ every interval (TFCERT_PROGRESS_INTERVAL), none with -q, and stdout stays JSON."
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 
@@ -31,3 +32,20 @@ def test_progress_lines_off_a_terminal_name_the_phase(tmp_path):
 def test_quiet_prints_no_progress(tmp_path):
     proc = construct(tmp_path, "-q")
     assert proc.returncode == 0 and proc.stderr == ""
+
+
+def test_docs_say_what_progress_does_off_a_terminal():
+    """README said bars are drawn "only when it is a terminal" and the guide
+    "never in pipes or CI logs", while off a terminal a long stage prints a line
+    per TFCERT_PROGRESS_INTERVAL seconds: both pages name the variable and its
+    default, and neither promises silence off a terminal."""
+    from tfcert.progress import INTERVAL
+
+    for page in ("README.md", "docs/guide.md"):
+        text = " ".join((REPO / page).read_text().split())
+        assert "TFCERT_PROGRESS_INTERVAL" in text, page
+        assert f"default {INTERVAL:g}" in text, page
+        assert "only when it is a terminal" not in text and "never in pipes" not in text, page
+    guide = " ".join((REPO / "docs" / "guide.md").read_text().split())
+    example = re.search(r"e\.g\. `(construct: [^`]+)`", guide).group(1)
+    assert re.fullmatch(r"construct: (building|certifying|verifying): [a-z ,]+ \d+/\d+ \[\d+s\]", example)
