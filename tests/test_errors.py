@@ -805,5 +805,56 @@ def test_the_default_tokens_limit_refuses_a_large_dataset_at_once(tmp_path, caps
                  ["construct", tmp_path / "big.json", "-o", tmp_path / "out"]):
         rc, out, err = run(argv, capsys)
         assert rc == 2 and err == (f"error: {tmp_path / 'big.json'}: $.pairs: {n} input tokens, over the limit "
-                                   f"tokens={n - 1}\n"), err
+                                   f"tokens={n - 1}; raise it with --limit tokens=N\n"), err
     assert not (tmp_path / "out").exists()
+
+
+def test_a_limit_error_says_how_to_raise_the_limit(tmp_path, capsys):
+    """The refusal named the limit but not how to raise it: the command line's
+    error ends "; raise it with --limit NAME=N" (tokens, file_bytes, digits,
+    and the construction's own bundle past a limit); the library's, whose
+    limits are tfcert.verify.numbers.LIMITS, says that instead."""
+    demo = REPO / "certificates" / "demo-hardmax"
+    for limit, fragment in (("tokens=3", "over the limit tokens=3"), ("file_bytes=100", "limit file_bytes=100"),
+                            ("digits=2", "limit digits=2)")):
+        name = limit.split("=")[0]
+        rc, out, err = run(["verify", demo, "--limit", limit], capsys)
+        line = assert_input_error(rc, out, err, None, path=name != "file_bytes")
+        assert line.endswith(f"{fragment}; raise it with --limit {name}=N"), line
+    rc, out, err = run(["construct", demo / "dataset.json", "-o", tmp_path / "b", "--limit", "digits=3"], capsys)
+    line = assert_input_error(rc, out, err, demo / "dataset.json")
+    assert line.endswith("limit digits=3)); raise it with --limit digits=N"), line
+
+    import dataclasses
+
+    import tfcert
+    from tfcert.verify.numbers import LIMITS
+
+    defaults = type(LIMITS)()
+    for f in dataclasses.fields(LIMITS):  # main() leaves the last --limit set
+        setattr(LIMITS, f.name, getattr(defaults, f.name))
+    LIMITS.tokens = 3
+    try:
+        for call in (lambda: tfcert.verify(demo), lambda: tfcert.audit(demo),
+                     lambda: tfcert.construct(demo / "dataset.json")):
+            with pytest.raises(InputError) as caught:
+                call()
+            assert str(caught.value).endswith(
+                "13 input tokens, over the limit tokens=3; raise it with tfcert.verify.numbers.LIMITS.tokens = N")
+        LIMITS.tokens = 13
+        assert tfcert.verify(demo).ok
+    finally:
+        LIMITS.tokens = defaults.tokens
+
+
+def test_no_raise_hint_for_the_formats_own_digits(tmp_path, capsys):
+    """A dataset's numbers and --temperature have the format's 4000 digits,
+    which no --limit raises: their errors get no hint."""
+    data = ok_dataset()
+    data["pairs"][0]["input"][0][0] = "1" * 4100
+    rc, out, err = run(["construct", write_json(tmp_path / "d.json", data), "-o", tmp_path / "b"], capsys)
+    line = assert_input_error(rc, out, err, tmp_path / "d.json")
+    assert line.endswith("limit digits=4000)"), line
+    rc, out, err = run(["audit", REPO / "certificates" / "demo-softmax", "--temperature", "1" * 4100], capsys)
+    line = assert_input_error(rc, out, err, None, path=False)
+    assert line.endswith("limit digits=4000)"), line

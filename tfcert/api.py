@@ -11,6 +11,7 @@ decimals. Reports render as tables in Jupyter (``_repr_html_``).
 """
 from __future__ import annotations
 
+import functools
 import html
 import json
 from dataclasses import dataclass, field
@@ -20,12 +21,25 @@ from pathlib import Path
 
 from flint import fmpq
 
-from tfcert.errors import InputError
+from tfcert.errors import InputError, with_limit_hint
 from tfcert.files import bundle_file, load
 from tfcert.verify import check
 from tfcert.verify.formats import DATASET_FORMAT, Document, dumps, parse_document, read_dataset
 
 SLOTS = ("model", "dataset", "certificate")
+
+
+def _limit_hints(function):
+    """``function``, whose InputError from a raisable limit says how to raise it
+    from Python (the CLI's message says ``--limit NAME=N``)."""
+    @functools.wraps(function)
+    def call(*args, **kwargs):
+        try:
+            return function(*args, **kwargs)
+        except InputError as exc:
+            exc.args = (with_limit_hint(str(exc), library=True),)
+            raise
+    return call
 
 
 # ---------------------------------------------------------------- datasets
@@ -218,6 +232,7 @@ class Bundle:
                       f"{len(self.report.results)} claims, " + ("all hold" if self.report.ok else "some FAIL"))
 
 
+@_limit_hints
 def construct(dataset, attention: str = "hardmax", width: int = 4) -> Bundle:
     """Build, certify and verify a transformer interpolating ``dataset``
     exactly (a path, JSON, or pairs of numpy arrays / lists)."""
@@ -231,6 +246,7 @@ def construct(dataset, attention: str = "hardmax", width: int = 4) -> Bundle:
     return Bundle(built.files, Report(built.report), built.construction)
 
 
+@_limit_hints
 def open_bundle(folder: str | Path) -> Bundle:
     """A bundle folder read back and verified."""
     files = {f"{slot}.json": load(bundle_file(folder, slot), slot).raw for slot in SLOTS}
@@ -251,6 +267,7 @@ def _documents(what, rest: dict[str, object], slots: tuple[str, ...]) -> dict[st
     return {slot: dataset_document(given[slot]) if slot == "dataset" else load(given[slot], slot) for slot in slots}
 
 
+@_limit_hints
 def verify(bundle_or_model, dataset=None, certificate=None) -> Report:
     """Check a certificate: ``verify(bundle)``, ``verify("bundle/folder")``
     or ``verify(model_path, dataset, certificate_path)``."""
@@ -262,6 +279,7 @@ def verify(bundle_or_model, dataset=None, certificate=None) -> Report:
         return Report(check.verify(docs["model"], docs["dataset"], docs["certificate"], watch, observers=(watch,)))
 
 
+@_limit_hints
 def audit(bundle_or_model, dataset=None, temperature=None) -> AuditReport:
     """Audit any model against a dataset (``temperature``: softmax models at another τ)."""
     from tfcert.audit.audit import audit as run_audit

@@ -10,7 +10,7 @@ import sys
 import time
 from pathlib import Path
 
-from tfcert.errors import InputError
+from tfcert.errors import InputError, with_limit_hint
 
 
 def _write_text(path: str, data: bytes) -> None:
@@ -555,7 +555,7 @@ def main(argv: list[str] | None = None) -> int:
         _drop_stdout()
         return 2
     except InputError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        print(f"error: {with_limit_hint(str(exc))}", file=sys.stderr)
         return 2
     except ArithmeticError as exc:  # numbers so large that no enclosure can be formed
         print(f"error: the input's numbers are out of range: {exc}", file=sys.stderr)
