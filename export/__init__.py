@@ -20,7 +20,7 @@ from pathlib import Path
 from tfcert.errors import InputError
 from tfcert.export.rounding import DTYPES, as_fraction, round_to
 
-NEED_TORCH = "export needs PyTorch: pip install torch==2.13.0 'tfcert[export]'"
+NEED_TORCH = "export needs PyTorch: pip install torch==2.13.0 (the CPU build; any torch >= 2.1 works)"
 ROUNDING = "nearest-even from the exact rationals"
 
 __all__ = ["to_torch", "parameters", "save", "load", "encode", "rounded_array", "max_deviation", "exact_outputs",

@@ -21,7 +21,7 @@ FORMAT = "tfcert.onnx/1"
 OPSET = 17
 IR_VERSION = 8
 DTYPES = ("float64", "float32")
-NEED_ONNX = "ONNX export needs onnx: pip install 'tfcert[onnx]'"
+NEED_ONNX = "ONNX export needs onnx: pip install onnx onnxruntime (in a tfcert checkout: pip install '.[onnx]')"
 
 
 def _onnx():

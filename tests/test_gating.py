@@ -224,3 +224,20 @@ def test_no_install_instruction_asks_the_package_index_for_tfcert():
     offending = [p.name for p in pages if bare.search(p.read_text())]
     assert not offending
     assert "git+" in (CI / "pre-commit-config.yaml").read_text()
+
+
+def test_no_install_hint_asks_the_package_index_for_a_tfcert_extra():
+    """``pip install 'tfcert[onnx]'`` (export's message, docs/export.md), ``'tfcert[export]'``
+    and ``'tfcert[cross-check]'`` asked the package index for tfcert too, which it does
+    not hold. No page, message or help text names a tfcert extra that way: they name the
+    packages themselves (``pip install onnx onnxruntime``) or a checkout's ``'.[onnx]'``."""
+    pyproject = (REPO / "pyproject.toml").read_text()
+    folders = set(re.findall(r'"tfcert(?:\.\w+)?" = "(\w+)"', pyproject))
+    files = [*CI.iterdir(), *(REPO / "docs").rglob("*.md"), REPO / "README.md",
+             *(p for folder in folders for p in (REPO / folder).rglob("*.py"))]
+    extra = re.compile(r"pip install[^\n]*?[\"']?tfcert\[")
+    offending = [str(p.relative_to(REPO)) for p in files if extra.search(p.read_text())]
+    assert not offending
+    from tfcert.export import NEED_TORCH
+    from tfcert.export.onnxgraph import NEED_ONNX
+    assert "pip install torch==" in NEED_TORCH and "pip install onnx " in NEED_ONNX

@@ -332,7 +332,7 @@ def _solver_options(p: argparse.ArgumentParser, emit: bool = False) -> None:
         p.add_argument("--emit-smt", metavar="DIR",
                        help="also write every region query as an SMT-LIB2 file in DIR, with DIR/index.json")
     p.add_argument("--cross-check", choices=["cvc5"],
-                   help="also answer every region query with cvc5 (pip install 'tfcert[cross-check]'): "
+                   help="also answer every region query with cvc5 (pip install cvc5): "
                         "a claim fails unless both solvers answer alike")
     p.set_defaults(region_observers=True)
 

@@ -72,7 +72,7 @@ class Observer:
     def __init__(self, emit: str | None, cross_check: str | None, seconds: float) -> None:
         if cross_check is not None and not cvc5_available():
             raise InputError(f"--cross-check {cross_check}: the cvc5 package is not installed "
-                             "(pip install 'tfcert[cross-check]')")
+                             "(pip install cvc5; in a tfcert checkout: pip install '.[cross-check]')")
         if emit is not None and Path(emit).exists() and (not Path(emit).is_dir() or any(Path(emit).iterdir())):
             raise InputError(f"--emit-smt: {emit}: exists and is not an empty folder; refusing to mix queries")
         self.emit, self.cross_check, self.seconds = emit, cross_check, seconds
