@@ -4,6 +4,7 @@ nothing."""
 from __future__ import annotations
 
 import json
+import math
 import shutil
 import tempfile
 from pathlib import Path
@@ -35,6 +36,15 @@ def plot_json(argv: list, capsys) -> tuple[int, dict | None, str]:
     rc = main([str(a) for a in argv])
     out, err = capsys.readouterr()
     return rc, (json.loads(out) if rc == 0 else None), err
+
+
+@pytest.fixture(autouse=True)
+def _close_figures():
+    """Figures drawn but never saved are closed after each test."""
+    yield
+    import matplotlib.pyplot as plt
+
+    plt.close("all")
 
 
 COORDINATES = st.one_of(st.integers(-3, 3).map(str), st.sampled_from(["1e400", "-1e400", "1e-400", "3e299", "1/3"]))
@@ -160,6 +170,112 @@ def test_phases_panels_hold_every_marker_whole(folder, one_token):
                 seen += 1
                 assert box.x0 <= x - radius and x + radius <= box.x1 and box.y0 <= y - radius and y + radius <= box.y1
     assert seen
+
+
+def marker_boxes(fig, ax) -> list:
+    """The display boxes of an axes' scatter markers (a disc or square of side sqrt(area))."""
+    from matplotlib.transforms import Bbox
+
+    out = []
+    for collection in ax.collections:
+        for size, (x, y) in zip(collection.get_sizes(), ax.transData.transform(collection.get_offsets())):
+            r = math.sqrt(size) / 2 * fig.dpi / 72
+            out.append(Bbox.from_extents(x - r, y - r, x + r, y + r))
+    return out
+
+
+@pytest.mark.parametrize("folder", [CERTS / "demo-hardmax", CERTS / "demo-softmax", CERTS / "equal-means-hardmax"])
+def test_phases_counts_sit_beside_the_markers(folder):
+    """The count of a shared token ("3", "2") was drawn 5 points up and right of
+    its centre, over its own rings and the target square there: each count now
+    meets no marker of its panel and stays inside it."""
+    from tfcert.plot import figures, read_bundle
+
+    fig = figures(*read_bundle(folder))[0]["phases"]
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    counts = 0
+    for ax in fig.axes:
+        markers, box = marker_boxes(fig, ax), ax.get_window_extent()
+        labels = [text.get_window_extent(renderer) for text in ax.texts]
+        for i, label in enumerate(labels):
+            counts += 1
+            assert not any(label.overlaps(m) for m in markers), (ax.get_title(), ax.texts[i].get_text())
+            assert box.x0 <= label.x0 and label.x1 <= box.x1 and box.y0 <= label.y0 and label.y1 <= box.y1
+            assert not any(label.overlaps(other) for other in labels[i + 1:])
+    assert counts >= 4
+
+
+def test_phases_panel_on_one_coordinate_gets_that_value_as_its_tick():
+    """After the separation every y is 1 and after the collapse every x is 0: such a
+    panel's axis showed a made-up 0.9..1.1 with fractional ticks; now its one tick is
+    the shared value, centred in a range as wide as the other axis's span."""
+    from tfcert.plot import figures, read_bundle
+
+    fig = figures(*read_bundle(CERTS / "demo-hardmax"))[0]["phases"]
+    panels = {ax.get_title().split(" (")[0]: ax for ax in fig.axes if ax.get_title()}
+    separated, collapsed = panels["after separation"], panels["after leaders + collapse"]
+    assert list(separated.get_yticks()) == [1.0] and len(separated.get_xticks()) > 2
+    assert list(collapsed.get_xticks()) == [0.0] and len(collapsed.get_yticks()) > 2
+    for ax, values, limits, other in ((separated, 1.0, separated.get_ylim(), separated.get_xlim()),
+                                      (collapsed, 0.0, collapsed.get_xlim(), collapsed.get_ylim())):
+        assert limits[0] < values < limits[1]
+        assert math.isclose(values - limits[0], limits[1] - values)
+        assert (limits[1] - limits[0]) > 0.5 * (other[1] - other[0])  # not a sliver around the value
+
+
+@pytest.mark.parametrize("folder", [CERTS / "demo-hardmax", CERTS / "demo-softmax", CERTS / "random-d20-wide",
+                                    CERTS / "one-sequence-d8"])
+def test_profile_phase_labels_fit_their_bar_or_sit_beside_it(folder):
+    """"separation" spilled past both ends of its one-block bar and "collapse" filled
+    its bar edge to edge: a label is inside its bar with room at both ends, or clear
+    of every bar (beside it), and inside the strip's width."""
+    fig, axes = profile_axes(folder)
+    strip = axes["phases"]
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    bars = [patch.get_window_extent(renderer) for patch in strip.patches]
+    labels = [text.get_window_extent(renderer) for text in strip.texts]
+    assert len(bars) == len(labels) >= 2
+    room = 0.02 * fig.dpi  # at least 0.02 inches either side inside a bar
+    strip_box = strip.get_window_extent(renderer)
+    for bar, label, text in zip(bars, labels, strip.texts):
+        inside = bar.x0 + room <= label.x0 and label.x1 <= bar.x1 - room
+        beside = not any(label.overlaps(other) for other in bars)
+        assert inside or beside, text.get_text()
+        assert strip_box.x0 <= label.x0 and label.x1 <= strip_box.x1, text.get_text()
+    names = {text.get_text(): (bar, label) for bar, label, text in zip(bars, labels, strip.texts)}
+    if folder == CERTS / "demo-hardmax":
+        for name in ("separation", "collapse"):  # wider than their bars at this scale
+            bar, label = names[name]
+            assert label.x0 >= bar.x1 or label.x1 <= bar.x0, name
+
+
+def test_softmax_collapse_markers_are_side_by_side():
+    """At the collapse block the τ* claim's noise bound (▼) and the noise the snaps
+    allow (×) are nearly equal: they were drawn on top of each other. They stand
+    side by side, at least a marker apart, within their block."""
+    from tfcert.plot import MARKERS
+
+    fig, axes = profile_axes(CERTS / "demo-softmax")
+    ax = axes["profile"]
+    lines = {line.get_label(): line for line in ax.get_lines()}
+    bound, allowed = lines["collapse noise bound at τ*"], lines["noise the snaps allow"]
+    [(xb, yb)], [(xa, ya)] = bound.get_xydata(), allowed.get_xydata()
+    assert round(xb) == round(xa) and abs(xb - round(xb)) < 0.5 and abs(xa - round(xa)) < 0.5
+    (pb, pa) = ax.transData.transform([(xb, yb), (xa, ya)])
+    assert math.dist(pb, pa) >= max(bound.get_markersize(), allowed.get_markersize()) * fig.dpi / 72
+    others = [x for label, line in lines.items() if label in MARKERS
+              and label not in (bound.get_label(), allowed.get_label()) for x, _ in line.get_xydata()]
+    assert others
+    assert all(float(x).is_integer() for x in others)  # markers alone in their place stay on their block
+
+
+def test_pictures_are_deterministic():
+    from tfcert.plot import render_bundle
+
+    for folder in (CERTS / "demo-hardmax", CERTS / "demo-softmax"):
+        assert render_bundle(folder).png == render_bundle(folder).png
 
 
 def test_plot_says_which_pictures_it_does_not_draw(tmp_path, capsys):

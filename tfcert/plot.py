@@ -165,8 +165,71 @@ def _nested(ax, groups: dict, colors, marker: str, base: float, filled: bool) ->
             else:
                 ax.scatter([point[0]], [point[1]], s=size, marker=marker, facecolors="none",
                            edgecolors=colors(j % 10), linewidths=1.4, zorder=2 + r)
-        if len(seqs) > 1 and filled:
-            ax.annotate(str(len(seqs)), point, textcoords="offset points", xytext=(5, 5), fontsize=7, color="0.25")
+
+
+COUNT_GAP = 2.0  # points between a marker's edge and a count beside it
+COUNT_SIZE = 7  # points: the font of the counts
+DIRECTIONS = ((1, 0), (0.71, 0.71), (0, 1), (-0.71, 0.71), (-1, 0), (0.71, -0.71), (0, -1), (-0.71, -0.71))
+
+
+def _reach(k: int, base: float) -> float:
+    """Half the width (points) of the outermost of k nested markers of area ``base``, with its edge line."""
+    return math.sqrt(ring_sizes(k, base)[0]) / 2 + 0.7
+
+
+def _count_box(centre, reach: float, direction, size: tuple[float, float]):
+    """The box (x0, y0, x1, y1, in points) of a count put beside a marker
+    ``reach`` points wide about ``centre``, in ``direction``; and its ha, va."""
+    dx, dy = direction
+    w, h = size
+    x = centre[0] + (reach + COUNT_GAP) * dx
+    y = centre[1] + (reach + COUNT_GAP) * dy
+    ha = "left" if dx > 0.3 else "right" if dx < -0.3 else "center"
+    va = "bottom" if dy > 0.3 else "top" if dy < -0.3 else "center"
+    x0 = {"left": x, "right": x - w, "center": x - w / 2}[ha]
+    y0 = {"bottom": y, "top": y - h, "center": y - h / 2}[va]
+    return (x0, y0, x0 + w, y0 + h), ha, va, (x - centre[0], y - centre[1])
+
+
+def _overlap(a, b) -> float:
+    return max(0.0, min(a[2], b[2]) - max(a[0], b[0])) * max(0.0, min(a[3], b[3]) - max(a[1], b[1]))
+
+
+def _counts(ax, tokens: dict, targets: dict) -> None:
+    """The count of a token shared by sequences, beside everything drawn at
+    that point (its outermost ring, a target square there): in the first of
+    eight directions, right first, where it meets no marker and no other
+    count and stays in the panel (else where it meets least). Placed after
+    the panel's limits are final, in points."""
+    from matplotlib.font_manager import FontProperties
+    from matplotlib.textpath import TextToPath
+
+    scale = 72 / ax.figure.dpi  # display pixels -> points
+    box = ax.get_window_extent()
+    panel = (box.x0 * scale, box.y0 * scale, box.x1 * scale, box.y1 * scale)
+    where = {p: tuple(v * scale for v in ax.transData.transform(p)) for p in {*tokens, *targets}}
+    reach = {p: max(_reach(len(tokens[p]), TOKEN) if p in tokens else 0.0,
+                    _reach(len(targets[p]), TARGET) if p in targets else 0.0) for p in where}
+    taken = [(c[0] - reach[p], c[1] - reach[p], c[0] + reach[p], c[1] + reach[p]) for p, c in where.items()]
+    for point, seqs in tokens.items():
+        if len(seqs) < 2:
+            continue
+        text = str(len(seqs))
+        w, h, _ = TextToPath().get_text_width_height_descent(text, FontProperties(size=COUNT_SIZE), ismath=False)
+        best = None
+        for direction in DIRECTIONS:
+            placed = _count_box(where[point], reach[point], direction, (w * 1.1, h * 1.1))
+            rect = placed[0]
+            outside = (rect[2] - rect[0]) * (rect[3] - rect[1]) - _overlap(rect, panel)
+            cost = outside + sum(_overlap(rect, other) for other in taken)
+            if best is None or cost < best[0]:
+                best = (cost, placed)
+            if cost == 0:
+                break
+        rect, ha, va, offset = best[1]
+        taken.append(rect)
+        ax.annotate(text, point, textcoords="offset points", xytext=offset, ha=ha, va=va, fontsize=COUNT_SIZE,
+                    color="0.25", zorder=20, annotation_clip=False)
 
 
 def _groups(seqs) -> dict:
@@ -189,12 +252,24 @@ def padded(lo: float, hi: float, pixels: float, reserve: float) -> tuple[float, 
 
 
 def fit_axes(ax, points: list[tuple[float, float]], largest_area: float) -> None:
-    """Limits that show every point with its largest marker (area in pt²) inside the panel."""
+    """Limits that show every point with its largest marker (area in pt²) inside the panel.
+    An axis on which every point has one value (after the separation all y are
+    equal) gets that value as its only tick, and the other axis's span around it,
+    not a made-up range with fractional ticks."""
+    from matplotlib.ticker import FixedLocator
+
     box = ax.get_window_extent()
     reserve = (math.sqrt(largest_area) / 2 + 4) * ax.figure.dpi / 72
     xs, ys = [p[0] for p in points], [p[1] for p in points]
-    ax.set_xlim(*padded(min(xs), max(xs), box.width, reserve))
-    ax.set_ylim(*padded(min(ys), max(ys), box.height, reserve))
+    spans = (max(xs) - min(xs), max(ys) - min(ys))
+    for values, pixels, other, set_limits, axis in ((xs, box.width, spans[1], ax.set_xlim, ax.xaxis),
+                                                     (ys, box.height, spans[0], ax.set_ylim, ax.yaxis)):
+        lo, hi = min(values), max(values)
+        if hi == lo:
+            axis.set_major_locator(FixedLocator([lo]))
+            if other > 0:
+                lo, hi = lo - other / 2, hi + other / 2
+        set_limits(*padded(lo, hi, pixels, reserve))
 
 
 def png(fig) -> bytes:
@@ -232,7 +307,7 @@ def token_figure(shots: list[Shot], dataset: Dataset):
             _nested(ax, targets, colors, "s", TARGET, filled=False)
             points += list(targets)
             largest = max(largest, ring_sizes(max(map(len, targets.values())), TARGET)[0])
-        panels.append((ax, points, largest))
+        panels.append((ax, points, largest, tokens, targets if n in (0, len(shots) - 1) else {}))
         where = "" if shot.block < 0 else f" (through block {shot.block})"
         ax.set_title(shot.label + where, fontsize=9)
         ax.grid(alpha=0.3)
@@ -245,13 +320,27 @@ def token_figure(shots: list[Shot], dataset: Dataset):
                        markeredgecolor="white", label="nested rings + count: a token shared by sequences")]
     fig.legend(handles=handles, loc="lower center", ncol=min(len(handles), 4), fontsize=7, frameon=False,
                bbox_to_anchor=(0.5, 0.0))
-    clamped = any(abs(v) == float(LIMIT) for _, points, _ in panels for p in points for v in p)
+    clamped = any(abs(v) == float(LIMIT) for _, points, *_ in panels for p in points for v in p)
     fig.suptitle("tokens of every sequence through the phases"
                  + (" (coordinates beyond ±1e300 drawn at ±1e300)" if clamped else ""), fontsize=11)
     fig.tight_layout(rect=(0, 0.45 / height, 1, 0.97))
-    for ax, points, largest in panels:  # after the layout: the reserve for markers is in pixels
+    for ax, points, largest, tokens, targets in panels:  # after the layout: the reserve for markers is in pixels
         fit_axes(ax, points, largest)
+        _counts(ax, tokens, targets)
     return fig
+
+
+LABEL_SIZE = 7  # points: the phase labels of the profile's strip
+
+
+def label_inches(text: str) -> float:
+    """How wide ``text`` is drawn at LABEL_SIZE, in inches (the font's own
+    metrics, and 2% for the renderer's hinting)."""
+    from matplotlib.font_manager import FontProperties
+    from matplotlib.textpath import TextToPath
+
+    width, _, _ = TextToPath().get_text_width_height_descent(text, FontProperties(size=LABEL_SIZE), ismath=False)
+    return width / 72 * 1.02
 
 
 def blocks_spanned(spans: list[PhaseSpan], n_blocks: int) -> list[PhaseSpan]:
@@ -261,15 +350,40 @@ def blocks_spanned(spans: list[PhaseSpan], n_blocks: int) -> list[PhaseSpan]:
     return [s for s in moving if (s.first, s.end) != (0, n_blocks)] or moving
 
 
-def lanes(spans: list[PhaseSpan], width: dict[str, float]) -> list[int]:
+LABEL_GAP = 0.04  # inches between a phase's label and its bar's ends (inside) or the bar (beside it)
+
+
+def label_place(s: PhaseSpan, width: float, gap: float, n_blocks: int) -> tuple[float, str]:
+    """Where a phase's label goes, in blocks (``width`` its width, ``gap``
+    LABEL_GAP): (x, ha). Inside its bar, centred, when it fits with a gap at
+    both ends; else beside the bar, right of it, or left where the right
+    would leave the axis; centred only when neither side has room."""
+    left, right = s.first - 0.5, s.end - 0.5
+    if width + 2 * gap <= right - left:
+        return (left + right) / 2, "center"
+    if right + gap + width <= max(n_blocks, 1) - 0.5:
+        return right + gap, "left"
+    if left - gap - width >= -0.5:
+        return left - gap, "right"
+    return (left + right) / 2, "center"
+
+
+def label_extent(x: float, ha: str, width: float) -> tuple[float, float]:
+    start = {"center": x - width / 2, "left": x, "right": x - width}[ha]
+    return start, start + width
+
+
+def lanes(spans: list[PhaseSpan], width: dict[str, float], gap: float = 0.0, n_blocks: int | None = None) -> list[int]:
     """A row for each phase's bar and label in the strip: the first row in
-    which neither its blocks nor its label (``width`` in blocks) meet
-    those of a phase already there, so nothing is drawn over anything."""
+    which neither its blocks nor its label (``width`` in blocks, placed by
+    ``label_place``) meet those of a phase already there, so nothing is
+    drawn over anything."""
     taken: list[list[tuple[float, float]]] = []
     out = []
+    n = max((s.end for s in spans), default=1) if n_blocks is None else n_blocks
     for s in spans:
-        middle = (s.first + s.end - 1) / 2
-        extent = (min(s.first - 0.5, middle - width[s.name] / 2), max(s.end - 0.5, middle + width[s.name] / 2))
+        start, end = label_extent(*label_place(s, width[s.name], gap, n), width[s.name])
+        extent = (min(s.first - 0.5, start - gap), max(s.end - 0.5, end + gap))
         row = next((i for i, used in enumerate(taken) if all(extent[1] <= a or b <= extent[0] for a, b in used)),
                    len(taken))
         if row == len(taken):
@@ -290,6 +404,43 @@ def _runs(blocks: list[int]) -> list[list[int]]:
     return out
 
 
+MARKER_SIZE = 5.0  # points: the profile's markers
+DODGE_MAX = 0.4  # blocks: the farthest a marker moves from its block's tick, inside the block
+
+
+def dodged(ax, logs: dict[str, dict[int, float]], inches_per_block: float) -> dict[tuple[str, int], float]:
+    """(series, block) -> horizontal shift in blocks for markers that would be
+    drawn over one another: points of one block whose heights lie within a
+    marker of each other (the τ* claim's noise bound and the noise the snaps
+    allow are often equal) are spread side by side, in the series' order,
+    about the block, at least a marker apart (but within DODGE_MAX)."""
+    ax_height = ax.get_window_extent().height / ax.figure.dpi  # inches; the limits are set
+    y0, y1 = ax.get_ylim()
+    per_inch = (y1 - y0) / ax_height  # data units of y per inch
+    near = MARKER_SIZE / 72 * 1.2 * per_inch
+    by_block: dict[int, list[tuple[float, str]]] = defaultdict(list)
+    for label, ys in logs.items():
+        for b, y in ys.items():
+            by_block[b].append((y, label))
+    order = {label: k for k, label in enumerate(logs)}
+    out = {}
+    for b, points in sorted(by_block.items()):
+        points.sort()
+        clusters: list[list[tuple[float, str]]] = []
+        for y, label in points:  # by height: neighbours closer than a marker join one cluster
+            if clusters and y - clusters[-1][-1][0] < near:
+                clusters[-1].append((y, label))
+            else:
+                clusters.append([(y, label)])
+        for cluster in clusters:
+            if len(cluster) < 2:
+                continue
+            step = min(max(0.3, MARKER_SIZE / 72 * 1.4 / inches_per_block), 2 * DODGE_MAX / (len(cluster) - 1))
+            for k, (_, label) in enumerate(sorted(cluster, key=lambda p: order[p[1]])):
+                out[(label, b)] = (k - (len(cluster) - 1) / 2) * step
+    return out
+
+
 def profile_figure(spans: list[PhaseSpan], n_blocks: int, gaps: dict[int, fmpq],
                    margin: dict[str, dict[int, fmpq]], kind: str):
     """log10 of each layer's least argmax gap and of the distances the claims
@@ -299,15 +450,19 @@ def profile_figure(spans: list[PhaseSpan], n_blocks: int, gaps: dict[int, fmpq],
     plt = _pyplot()
     width = max(6.0, min(14.0, 0.12 * n_blocks + 5)) + 2.1
     drawn = blocks_spanned(spans, n_blocks)
-    inches_per_block = (width - 3.0) / max(n_blocks, 1)
-    label_blocks = {s.name: (0.075 * len(s.name) + 0.1) / inches_per_block for s in drawn}
-    rows = lanes(drawn, label_blocks)
+    inches_per_block = (width - 3.0) / max(n_blocks, 1)  # the axes are width - 3 inches wide (subplots_adjust)
+    label_blocks = {s.name: label_inches(s.name) / inches_per_block for s in drawn}
+    gap = LABEL_GAP / inches_per_block
+    rows = lanes(drawn, label_blocks, gap, n_blocks)
     n_rows = max(rows, default=0) + 1
     fig, (strip, ax) = plt.subplots(2, 1, sharex=True, figsize=(width, 3.4 + 0.22 * n_rows),
                                     gridspec_kw={"height_ratios": [0.22 * n_rows, 3.0], "hspace": 0.05})
+    fig.subplots_adjust(left=0.9 / width, right=1 - 2.1 / width, bottom=0.55 / fig.get_figheight(),
+                        top=1 - 0.35 / fig.get_figheight())  # first: dodged() measures the axes
     for s, row in zip(drawn, rows):
         strip.barh(row, s.end - s.first, left=s.first - 0.5, height=0.8, color="0.88", edgecolor="0.6", linewidth=0.6)
-        strip.text((s.first + s.end - 1) / 2, row, s.name, ha="center", va="center", fontsize=7)
+        x, ha = label_place(s, label_blocks[s.name], gap, n_blocks)
+        strip.text(x, row, s.name, ha=ha, va="center", fontsize=LABEL_SIZE)
         for edge in {s.first - 0.5, s.end - 0.5}:
             ax.axvline(edge, color="0.75", linewidth=0.6, linestyle=":", zorder=0)
     strip.set_ylim(n_rows - 0.5, -0.5)
@@ -315,24 +470,26 @@ def profile_figure(spans: list[PhaseSpan], n_blocks: int, gaps: dict[int, fmpq],
     ax.set_label("profile")
     strip.axis("off")
     series = {"least argmax gap (attention)": gaps, **margin}
-    values = []
-    for i, (label, by_block) in enumerate(series.items()):
-        if not by_block:
-            continue
-        blocks = sorted(by_block)
-        ys = {b: log10(by_block[b]) for b in blocks}
-        values += ys.values()
-        ax.plot(blocks, [ys[b] for b in blocks], marker=MARKERS[label], linestyle="", markersize=5, color=f"C{i}",
-                label=label, clip_on=False, zorder=3)
-        for run in _runs(blocks):
-            if len(run) > 1:
-                ax.plot(run, [ys[b] for b in run], color=f"C{i}", linewidth=0.8, zorder=2)
+    logs = {label: {b: log10(v) for b, v in sorted(by_block.items())} for label, by_block in series.items() if by_block}
+    values = [y for ys in logs.values() for y in ys.values()]
     ax.set_xlim(-0.5, max(n_blocks, 1) - 0.5)
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     if values:
         lo, hi = min(values), max(values)
         pad = max((hi - lo) * 0.12, 0.5)
         ax.set_ylim(lo - pad, hi + pad)
+    shift = dodged(ax, logs, inches_per_block)
+    for i, (label, by_block) in enumerate(series.items()):
+        if label not in logs:
+            continue
+        ys = logs[label]
+        xs = {b: b + shift.get((label, b), 0.0) for b in ys}
+        ax.plot(list(xs.values()), list(ys.values()), marker=MARKERS[label], linestyle="", markersize=MARKER_SIZE,
+                color=f"C{i}", label=label, clip_on=False, zorder=3)
+        for run in _runs(list(ys)):
+            if len(run) > 1:
+                ax.plot([xs[b] for b in run], [ys[b] for b in run], color=f"C{i}", linewidth=0.8, zorder=2)
+    if values:
         ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
     else:
         ax.text(0.5, 0.5, "no gaps or margins to draw", transform=ax.transAxes, ha="center", color="0.4")
@@ -340,8 +497,6 @@ def profile_figure(spans: list[PhaseSpan], n_blocks: int, gaps: dict[int, fmpq],
     ax.set_ylabel("log10 (exact value)")
     ax.grid(alpha=0.3)
     strip.set_title(f"per-layer profile ({kind}): what keeps tokens apart", fontsize=10)
-    fig.subplots_adjust(left=0.9 / width, right=1 - 2.1 / width, bottom=0.55 / fig.get_figheight(),
-                        top=1 - 0.35 / fig.get_figheight())
     return fig
 
 
