@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 from tfcert.construct.collapse import collapse
 from tfcert.construct.leaders import leader_phase
-from tfcert.construct.separation import Phase, bumps, offset, separation
+from tfcert.construct.separation import Phase, bumps, separation
 from tfcert.construct.snap import UNITS, snap_phase
 from tfcert.construct.temperature import tau_star_claim
 from tfcert.errors import InputError
@@ -44,19 +44,12 @@ def construct(dataset: Dataset, attention: str = "hardmax", width: int = 4, prog
     step("separation")
     sep, seqs = separation(dataset, seqs, at)
     at += 1
-    kill = attention == "hardmax" and d >= 3
-    step("offset")
-    if kill and len(dataset.pairs) > 1:
-        off, seqs = offset(dataset, seqs, at)
-        at += 1
-    else:
-        off = Phase("offset", (at, at), (), ())
     step("leaders")
-    lead_blocks, lead_claims, leaders, seqs = leader_phase(dataset, seqs, at, per_layer, kill)
+    lead_blocks, lead_claims, leaders, seqs = leader_phase(dataset, seqs, at, per_layer)
     last = at + len(lead_blocks) - 1
     step("collapse")
     before_collapse = seqs
-    sa, collapse_claims, seqs = collapse(dataset, seqs, last)
+    sa, collapse_claims, seqs = collapse(dataset, seqs, last, leaders[0].gain)
     lead_blocks[-1] = Block(lead_blocks[-1].ff, sa)
     at += len(lead_blocks)
     step("interpolation")
@@ -69,7 +62,7 @@ def construct(dataset: Dataset, attention: str = "hardmax", width: int = 4, prog
         collapse_claims = [c for c in collapse_claims if c["kind"] != "clusters"] + [claim]
     if any(distinct_sorted(s) != distinct_sorted(p.output) for s, p in zip(seqs, dataset.pairs)):
         raise AssertionError("construction does not interpolate")  # a bug, caught before any file is written
-    phases = (bump, sep, off,
+    phases = (bump, sep,
               Phase("leaders", (last + 1 - len(lead_blocks), last + 1), tuple(lead_blocks), tuple(lead_claims)),
               Phase("collapse", (last, last + 1), (), tuple(collapse_claims)),  # the SA of the last leader block
               Phase("interpolation", (at, at + len(interp_blocks)), tuple(interp_blocks), tuple(interp_claims)))
@@ -79,7 +72,7 @@ def construct(dataset: Dataset, attention: str = "hardmax", width: int = 4, prog
 
 def _phases(progress, attention: str):
     """``step(name)``: tell ``progress`` the phase now built and how many came before."""
-    names = ["bumps", "separation", "offset", "leaders", "collapse", "interpolation"]
+    names = ["bumps", "separation", "leaders", "collapse", "interpolation"]
     names += ["tau*"] if attention == "softmax" else []
 
     def step(name: str) -> None:

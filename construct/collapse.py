@@ -15,24 +15,27 @@ from __future__ import annotations
 
 from flint import fmpq
 
-from tfcert.construct.leaders import UP, side
+from tfcert.construct.leaders import SIDE_SIGN, UP, side
 from tfcert.verify.evaluate import apply_sa_hardmax, attention_table
 from tfcert.verify.formats import SA, Dataset, LowRank
-from tfcert.verify.numbers import Vec, key, unit
+from tfcert.verify.numbers import Vec, key, scale, unit
 
 ONE, ZERO = fmpq(1), fmpq(0)
 
 
-def collapse_sa(d: int) -> SA:
+def collapse_sa(d: int, gain: fmpq) -> SA:
+    """V copies the side value times ``gain`` (a power of two) into up,
+    negated when d = 2 (the mirrored circle) so every code is positive:
+    exact products in floats too."""
     up, sd = unit(d, UP), unit(d, side(d))
     A = LowRank(ONE) if d == 2 else LowRank(ZERO, ((up, up), (sd, sd)))
-    return SA(ZERO, A, LowRank(ZERO, ((up, sd),)))
+    return SA(ZERO, A, LowRank(ZERO, ((up, scale(gain * SIDE_SIGN[d == 2], sd)),)))
 
 
-def collapse(dataset: Dataset, seqs: list[list[Vec]], block: int) -> tuple[SA, list[dict], list[list[Vec]]]:
+def collapse(dataset: Dataset, seqs: list[list[Vec]], block: int, gain: fmpq) -> tuple[SA, list[dict], list[list[Vec]]]:
     """The collapse layer, its claims (every token's argmax and gap; m_j
     clusters per sequence) and the tokens after it."""
-    sa = collapse_sa(dataset.d)
+    sa = collapse_sa(dataset.d, gain)
     table, after = [], []
     for X in seqs:
         att = attention_table(sa.A, X)

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from flint import fmpq
+from sortedcontainers import SortedList
 
 from tfcert.verify.formats import FF, SA, Block, LowRank
 from tfcert.verify.numbers import Vec, dot, scale
@@ -33,6 +34,7 @@ class Hat:
     moves: tuple[tuple[int, int], ...]  # [sequence file index, token index]
     to: Vec
     flat: fmpq = ZERO
+    above: Vec | None = None  # flat hats only: every token past the window moves by this, not by 0
 
     @property
     def window(self) -> tuple[fmpq, fmpq]:
@@ -45,15 +47,27 @@ class Hat:
             return (p - e, ONE), (p, fmpq(-2)), (p + e, ONE)
         return (p - f - e, ONE), (p - f, -ONE), (p + f, -ONE), (p + f + e, ONE)
 
+    def columns(self) -> tuple[Vec, ...]:
+        """Each unit's W column: δ·h(t), plus, with ``above``, a ramp from 0
+        to ``above`` on the last unit pair (p+f … p+f+ε), so a token past the
+        window moves by ``above``: its four units are on, their slopes still
+        cancel, and the leader phase uses it to send such a token below every
+        later window at once instead of letting every later hat cancel on it."""
+        cols = [scale(weight / self.eps, self.delta) for _, weight in self.units()]
+        if self.above is not None:
+            ramp = scale(1 / self.eps, self.above)
+            cols[2], cols[3] = tuple(c + r for c, r in zip(cols[2], ramp)), tuple(c - r for c, r in zip(cols[3], ramp))
+        return tuple(cols)
+
 
 def hat_ff(hats: list[Hat], d: int) -> FF:
     """One FF layer (η = 1) holding ``hats`` side by side."""
     U, b, cols = [], [], []
     for hat in hats:
-        for breakpoint, weight in hat.units():
+        for (breakpoint, _), col in zip(hat.units(), hat.columns()):
             U.append(hat.w)
             b.append(-breakpoint)
-            cols.append(scale(weight / hat.eps, hat.delta))
+            cols.append(col)
     W = tuple(tuple(col[i] for col in cols) for i in range(d))
     return FF(ONE, tuple(U), tuple(b), W)
 
@@ -71,6 +85,8 @@ def hat_claims(hats: list[Hat], block: int, margins: list[fmpq | None]) -> list[
                        "window": [str(h.window[0]), str(h.window[1])],
                        "moves": [list(m) for m in h.moves], "to": [str(v) for v in h.to],
                        "margin": None if m is None else str(m)})
+        if h.above is not None:
+            claims[-1]["above"] = [str(v) for v in h.above]
         first += n
     return claims
 
@@ -91,11 +107,18 @@ class Projections:
     def __init__(self, values: dict[tuple[int, int], fmpq]):
         self.value = dict(values)
         self.keys = sorted(self.value.values())
+        self.order = SortedList((v, ref) for ref, v in self.value.items())
 
     def move(self, ref: tuple[int, int], new: fmpq) -> None:
         del self.keys[bisect_left(self.keys, self.value[ref])]
         insort(self.keys, new)
+        self.order.remove((self.value[ref], ref))
+        self.order.add((new, ref))
         self.value[ref] = new
+
+    def at_least(self, bound: fmpq) -> list[tuple[int, int]]:
+        """The tokens whose projection is ≥ bound."""
+        return [ref for _, ref in self.order.irange((bound,), None)]
 
 
 def hat_blocks(hats: list[Hat], per_layer: int, d: int, first_block: int,
@@ -108,6 +131,9 @@ def hat_blocks(hats: list[Hat], per_layer: int, d: int, first_block: int,
         claims += hat_claims(group, first_block + len(blocks), [margin(index.keys, h.window) for h in group])
         blocks.append(Block(hat_ff(group, d), identity_sa()))
         for h in group:
+            if h.above is not None:
+                for ref in index.at_least(h.window[1]):
+                    index.move(ref, index.value[ref] + dot(h.w, h.above))
             for ref in h.moves:
                 index.move(ref, dot(h.w, h.to))
     return blocks, claims

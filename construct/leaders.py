@@ -1,30 +1,29 @@
 """Phase 2, leaders: m_j leaders per sequence, each moved by one flat-topped
-hat onto a circle of radius R, where the collapse tells them apart.
+hat onto a circle of radius 4, where the collapse tells them apart.
 
 After the separation every token is (t, 1, 0, …). The circle lies in the
 plane of the "up" coordinate 2 (the anchor, 1 for every other token) and a
-"side" coordinate: 3 when d ≥ 3 — the leader keeps its t — and 1 when d = 2.
-A leader at angle θ sits at up = R cos θ, side = R sin θ, with
-(cos θ, sin θ) = ((1−τ²)/(1+τ²), 2τ/(1+τ²)) exact for rational τ; its code
-is the side value R sin θ, which the collapse copies.
+"side" coordinate: 3 when d ≥ 3 — the leader keeps its t — and 1 when d = 2,
+where the circle is mirrored to negative side values. A leader at angle θ
+sits at up = 4 cos θ, side = ±4 sin θ, with (cos θ, sin θ) =
+((1−τ²)/(1+τ²), 2τ/(1+τ²)) exact for rational τ; its code is the side value
+times the collapse's gain R/4 (a power of two), which the collapse copies.
 
 * The P leader of a sequence (its largest t) gets τ ∈ (1/16, 1/8), the
   others τ ∈ (1/4, 1/2), interleaved across sequences so the leaders of one
   sequence are far apart in angle. All angles lie in (0°, 54°): every code
   is positive and distinct.
-* Placed leaders are *off* for every later hat, in exact and in float runs:
-  with the sequences in disjoint intervals (hardmax, d ≥ 3; see
-  separation.offset) a leader's hat also drops its t below every token and
-  the hats act on t alone — one coordinate, so a float run computes each
-  pre-activation exactly (Sterbenz); otherwise the hats act on g·x with
-  g = e_t − β·e_up, where an unplaced token projects to t − β and a placed
-  leader (up ≥ 0.6R) far below every later window.
-* Hats run in decreasing t: a window never has a placed leader on its right.
-  With disjoint intervals nothing else is either: a sequence's other tokens
-  are sent below every token (one ReLU unit) once its leaders are placed.
-* R is the least power of two that keeps codes ≥ 1 apart (the snaps'
-  plateaus), every code above every target's coordinate 2 plus 3/2, and the
-  collapse's margins (R ≥ 16·m_max² + 64).
+* The hats act on t alone — one coordinate, so a float run computes each
+  pre-activation exactly (Sterbenz) — and placed leaders are *off* for
+  every later hat, in exact and in float runs: a leader's hat also drops
+  its t below every token (d = 2: t is the circle's side coordinate, < 0).
+* Hats run in decreasing t: a window never has a placed leader on its right,
+  and each hat also drops every token past its window below every later
+  window (the hat claim's ``above``), so nothing else is there either.
+* R is the least power of two ≥ 4 that keeps codes ≥ 1 apart (the snaps'
+  plateaus) and every code above every target's coordinate 2 plus 3/2; the
+  circle stays at radius 4 so the collapse's scores stay small next to
+  their gaps, and the codes' size goes into V, exact in floats.
 """
 from __future__ import annotations
 
@@ -33,9 +32,9 @@ from dataclasses import dataclass
 
 from flint import fmpq
 
-from tfcert.construct.hats import Hat, Projections, dyadic_near, hat_blocks, identity_sa, min_gap
-from tfcert.verify.formats import FF, Block, Dataset
-from tfcert.verify.numbers import Vec, dot, sub
+from tfcert.construct.hats import Hat, Projections, dyadic_near, hat_blocks, min_gap
+from tfcert.verify.formats import Dataset
+from tfcert.verify.numbers import Vec, dot, sub, unit
 
 ONE, ZERO = fmpq(1), fmpq(0)
 UP = 1  # the anchor coordinate: 1 for every token after the separation
@@ -52,17 +51,23 @@ class Leader:
     token: int
     output: int  # the index of its target in the pair's output list
     point: Vec  # where it goes
+    gain: fmpq  # the collapse's V scales the side value by this (a power of two: exact in floats)
 
     def code(self, d: int) -> fmpq:
-        return self.point[side(d)]
+        return self.gain * SIDE_SIGN[d == 2] * self.point[side(d)]
+
+
+SIDE_SIGN = {False: ONE, True: -ONE}  # by d == 2: the circle's side coordinate is then t's, placed below every t
 
 
 def circle_point(start: Vec, tau: fmpq, radius: fmpq) -> Vec:
-    """``start`` with its up and side coordinates moved to angle 2·atan(τ)."""
+    """``start`` with its up and side coordinates moved to angle 2·atan(τ)
+    (mirrored to negative side values when d = 2, where the side coordinate
+    is t's: a placed leader then lies far below every later hat's window)."""
     d = len(start)
     point = list(start)
     point[UP] = radius * (1 - tau * tau) / (1 + tau * tau)
-    point[side(d)] = radius * 2 * tau / (1 + tau * tau)
+    point[side(d)] = SIDE_SIGN[d == 2] * radius * 2 * tau / (1 + tau * tau)
     return tuple(point)
 
 
@@ -81,12 +86,17 @@ def choose(dataset: Dataset, seqs: list[list[Vec]]) -> list[tuple[int, int, int,
     return out
 
 
+CIRCLE = fmpq(4)  # the leaders' circle: radius 4 beats every non-leader's score (≤ 1.4) by a wide margin
+
+
 def choose_radius(dataset: Dataset, taus: list[fmpq]) -> fmpq:
-    reach = max(abs(y[UP]) for p in dataset.pairs for y in p.output) + fmpq(3, 2)
-    m_max = max(len(p.output) for p in dataset.pairs)
-    radius = fmpq(64)
-    while radius < 16 * m_max * m_max + 64:
-        radius *= 2
+    """The least power of two R ≥ CIRCLE with codes R·sin θ ≥ 1 apart and
+    above every target's coordinate 2 plus 3/2. The leaders sit on the
+    circle of radius CIRCLE and the collapse scales their side values by
+    R/CIRCLE: a hat's slopes, and the rounding of every token that passes
+    under a hat, grow with the circle, not with the codes."""
+    reach = max(y[UP] for p in dataset.pairs for y in p.output) + fmpq(3, 2)
+    radius = CIRCLE
     while True:
         codes = sorted(radius * 2 * t / (1 + t * t) for t in taus)
         if codes[0] > reach and (min_gap(codes) or ONE) >= 1:
@@ -94,61 +104,23 @@ def choose_radius(dataset: Dataset, taus: list[fmpq]) -> fmpq:
         radius *= 2
 
 
-def choose_beta(unplaced: list[Vec], placed: list[Vec], d: int) -> fmpq:
-    """The least power of two β ≥ 1/64 that puts every placed leader's g·x
-    at least 1/64 below every unplaced token's."""
-    beta = fmpq(1, 64)
-    while True:
-        g = direction_of(beta, d)
-        if max(dot(g, x) for x in placed) + fmpq(1, 64) < min(dot(g, x) for x in unplaced):
-            return beta
-        beta *= 2
-
-
-def direction_of(beta: fmpq, d: int) -> Vec:
-    return tuple(ONE if i == 0 else -beta if i == UP else ZERO for i in range(d))
-
-
-def kill_block(index: Projections, refs: list[tuple[int, int]], top: fmpq, floor: fmpq, d: int, g: Vec):
-    """An FF of two units, (K/h)·(σ(g·x − θ) − σ(g·x − θ − h)), subtracted
-    from t: the tokens ``refs`` — the only ones with g·x > θ, all at least
-    θ + 2h, above ``top`` — all move down by the same K, below ``floor`` − 1,
-    out of reach of every later hat. The drop is flat on them (both units
-    on, their slopes cancel), so a float run moves each by K up to rounding
-    and its error in t passes through unmagnified. θ and h are dyadic.
-    Returns (block, their new g·x)."""
-    values = [index.value[r] for r in refs]
-    low = min(values)
-    step = fmpq(1)
-    while step > (low - top) / 8:
-        step /= 2
-    theta = dyadic_near((low + top) / 2, step)  # top < θ ≤ (low + top)/2: θ + 2h ≤ low
-    h = step
-    drop = max(values) - floor + 1
-    W = tuple((-drop / h, drop / h) if i == 0 else (ZERO, ZERO) for i in range(d))
-    ff = FF(ONE, (g, g), (-theta, -theta - h), W)
-    return Block(ff, identity_sa()), {r: v - drop for r, v in zip(refs, values)}
-
-
-def leader_phase(dataset: Dataset, seqs: list[list[Vec]], first_block: int, per_layer: int, kill: bool):
+def leader_phase(dataset: Dataset, seqs: list[list[Vec]], first_block: int, per_layer: int):
     """Returns (blocks, claims, leaders, tokens after the phase).
 
-    With ``kill`` (the sequences lie in disjoint intervals of t, see
-    separation.offset; d ≥ 3) the sequences are taken from the top interval
-    down: its leaders' hats, then one block sending its other tokens below
-    everything — so no hat ever has a token above its window but placed
-    leaders, which are off. Otherwise the hats run in decreasing t across
-    all sequences."""
+    The hats run in decreasing t across all sequences. With one hat per
+    layer each also drops every token past its window by K (``above``), below
+    every later window: no hat's units are on for a token but its own and
+    those it drops, once, with slopes that cancel exactly — so no token's
+    float error is magnified by more than one cancellation."""
     d = dataset.d
     picks = choose(dataset, seqs)
-    radius = choose_radius(dataset, [tau for *_, tau in picks])
-    leaders = [Leader(dataset.pairs[j].index, i, r, circle_point(seqs[j][i], tau, radius)) for j, i, r, tau in picks]
-    if kill:  # a placed leader also drops below every token, so g = e_t: one coordinate, exact in floats
+    gain = choose_radius(dataset, [tau for *_, tau in picks]) / CIRCLE
+    leaders = [Leader(dataset.pairs[j].index, i, r, circle_point(seqs[j][i], tau, CIRCLE), gain)
+               for j, i, r, tau in picks]
+    if d >= 3:  # a placed leader also drops below every token (d = 2: its t is the circle's side, < 0)
         floor = min(x[0] for s in seqs for x in s) - 1
-        leaders = [Leader(l.sequence, l.token, l.output, (floor,) + l.point[1:]) for l in leaders]
-        g = direction_of(ZERO, d)
-    else:
-        g = direction_of(choose_beta([x for s in seqs for x in s], [l.point for l in leaders], d), d)
+        leaders = [Leader(l.sequence, l.token, l.output, (floor,) + l.point[1:], gain) for l in leaders]
+    g = unit(d, 0)  # the hats act on t alone: one coordinate, each pre-activation exact in floats (Sterbenz)
     position = {p.index: j for j, p in enumerate(dataset.pairs)}
     index = Projections({(p.index, i): dot(g, x) for p, s in zip(dataset.pairs, seqs) for i, x in enumerate(s)})
     keys = sorted(x[0] for s in seqs for x in s)
@@ -160,39 +132,31 @@ def leader_phase(dataset: Dataset, seqs: list[list[Vec]], first_block: int, per_
         eps = fmpq(1, 16)
         while eps > gap / 16:
             eps /= 2
-        # the widest plateau that keeps half the gap to each neighbour: a float run's error in t
-        # (the interval layer's λ magnifies it) may reach almost 0.36·gap
+        # the widest plateau that keeps half the gap to each neighbour: it absorbs a float run's
+        # error in t
         flat = fmpq(int(((gap / 2 - eps - eps / 8) / eps).floor())) * eps
         return Hat(g, dyadic_near(dot(g, source), eps / 8), eps, sub(leader.point, source),
-                   ((leader.sequence, leader.token),), leader.point, flat=flat)
+                   ((leader.sequence, leader.token),), leader.point, flat=flat, above=drop)
+
+    # A hat's window may have tokens of other sequences above it: each hat also drops them by K in
+    # t, below every later window, so no hat cancels on a token that an earlier hat has cancelled
+    # on (for d = 2 the dropped t stay above −K: the collapse's scores still favour each token's
+    # P leader). Hats sharing a layer (width > 4) drop nothing.
+    spread = keys[-1] - keys[0]
+    big = fmpq(1, 64)
+    while big < spread + fmpq(1, 64):
+        big *= 2
+    drop = tuple(-big if i == 0 else ZERO for i in range(d)) if per_layer == 1 else None
 
     def t_of(leader: Leader) -> fmpq:
         return seqs[position[leader.sequence]][leader.token][0]
 
     ordered = sorted(leaders, key=t_of, reverse=True)
-    if not kill:
-        blocks, claims = hat_blocks([hat(l) for l in ordered], per_layer, d, first_block, index)
-    else:
-        blocks, claims = [], []
-        tops = [max(x[0] for x in s) for s in seqs]  # g = e_t: g·x = t for unplaced tokens
-        floor_t = min(x[0] for s in seqs for x in s)
-        by_seq = sorted(range(len(seqs)), key=tops.__getitem__, reverse=True)
-        chosen = {(l.sequence, l.token) for l in leaders}
-        for n, j in enumerate(by_seq):
-            mine = [hat(l) for l in ordered if position[l.sequence] == j]
-            new_blocks, new_claims = hat_blocks(mine, per_layer, d, first_block + len(blocks), index)
-            blocks += new_blocks
-            claims += new_claims
-            rest = [(dataset.pairs[j].index, i) for i in range(len(seqs[j])) if (dataset.pairs[j].index, i) not in chosen]
-            if rest and n + 1 < len(by_seq):  # the intervals below: the next one's top, everything's floor
-                block, moved = kill_block(index, rest, tops[by_seq[n + 1]], floor_t, d, g)
-                blocks.append(block)
-                for ref, v in moved.items():
-                    index.move(ref, v)
+    blocks, claims = hat_blocks([hat(l) for l in ordered], per_layer, d, first_block, index)
     after = [list(s) for s in seqs]
     for leader in leaders:
         after[position[leader.sequence]][leader.token] = leader.point
-    if kill:
+    if drop is not None:
         placed = {(l.sequence, l.token) for l in leaders}
         for (seq, i), v in index.value.items():
             j = position[seq]

@@ -160,32 +160,3 @@ def _shift(ts: list[list[fmpq]]) -> fmpq:
         if all(a != b for a, b in zip(keys, keys[1:])):
             return lam
     raise AssertionError("unreachable")
-
-
-def offset(dataset: Dataset, seqs: list[list[Vec]], block: int) -> tuple[Phase, list[list[Vec]]]:
-    """One block whose SA moves every sequence to an interval of its own:
-    each token attends (hardmax; score = its anchor 1 times the other's t) to
-    its sequence's largest t, M_j, and adds λ·M_j with λ the least power of
-    two that puts the intervals, ordered by M_j, a quarter of a spread apart
-    (a float run's error in t grows with λ: no larger than that). The copy is
-    exact in a float run too, and λ·M_j is one rounding. Then the leader
-    phase can treat one sequence at a time with nothing but its own tokens
-    above it."""
-    d = dataset.d
-    e_t, e_y = unit(d, 0), unit(d, 1)
-    tops = sorted(((max(x[0] for x in s), min(x[0] for x in s)) for s in seqs), reverse=True)
-    lam = ONE  # consecutive intervals at least a quarter of the lower one's spread apart
-    while any(lam * (hi - hi2) <= hi2 - lo + (hi2 - lo2) / 4 for (hi, lo), (hi2, lo2) in zip(tops, tops[1:])):
-        lam *= 2
-    sa = SA(ONE, LowRank(ZERO, ((e_t, e_y),)), LowRank(ZERO, ((scale(lam, e_t), e_t),)))
-    table, after = [], []
-    for s in seqs:
-        top = max(range(len(s)), key=lambda i: s[i][0])
-        shift = lam * s[top][0]
-        ranked = sorted(x[0] for x in s)
-        gap = ranked[-1] - ranked[-2] if len(s) > 1 else None
-        table.append([[[top], None if gap is None else str(gap)] for _ in s])
-        after.append([(x[0] + shift,) + x[1:] for x in s])
-    ff = FF(ONE, (), (), tuple(() for _ in range(d)))
-    claims = ({"kind": "argmax", "block": block, "ties": 0, "tokens": table},)
-    return Phase("offset", (block, block + 1), (Block(ff, sa),), claims), after

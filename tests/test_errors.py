@@ -202,6 +202,7 @@ def cert_leaf_ok(path, cert=None) -> bool:
 
 
 OPTIONAL_CLAIM_FIELDS = {"margin", "min_gap"}  # null or absent is allowed
+ABSENT_OK_CLAIM_FIELDS = OPTIONAL_CLAIM_FIELDS | {"above"}  # a hat without ``above`` is a claim of its own
 
 
 def cert_key_required(cert, path, key) -> bool:
@@ -215,7 +216,7 @@ def cert_key_required(cert, path, key) -> bool:
             return True
         if kind == "size":
             return key in ("theorem", "bounds")
-        return key not in OPTIONAL_CLAIM_FIELDS
+        return key not in ABSENT_OK_CLAIM_FIELDS
     return False
 
 
@@ -231,7 +232,7 @@ def vector_lists(name: str, value) -> list[tuple]:
             if last in ("b", "u", "v") or (len(path) >= 2 and path[-2] in ("U", "W")):
                 out.append(path)
         else:
-            if cert_leaf_ok(path) and (last in ("to", "direction", "window", "blocks")
+            if cert_leaf_ok(path) and (last in ("to", "direction", "window", "blocks", "above")
                                        or (len(path) >= 2 and path[-2] == "moves")):
                 out.append(path)
     return out

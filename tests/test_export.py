@@ -387,9 +387,9 @@ def test_cli_round_trip_sixteen_bit(torch, tmp_path, capsys, dtype, code):
 
 
 def test_cli_sixteen_bit_overflow_and_onnx_refusal(capsys, tmp_path):
-    """float16 tops out at 65504: demo-hardmax's hats overflow it, named; ONNX is offered in float64/float32."""
+    """float16 tops out at 65504: one-sequence-d8's hats overflow it, named; ONNX is offered in float64/float32."""
     pytest.importorskip("torch")
-    model = REPO / "certificates" / "demo-hardmax" / "model.json"
+    model = REPO / "certificates" / "one-sequence-d8" / "model.json"
     out = tmp_path / "m.pt"
     assert main(["export", str(model), "-o", str(out), "--torch", "--dtype", "float16"]) == 2
     lines = _error_lines(capsys.readouterr().err)

@@ -118,6 +118,25 @@ def test_hat_on_dead_units_fails(hard, tmp_path, capsys):
     assert rc == 1 and any("named units do not move it" in f for f in failing(report)["hat"]), report
 
 
+def test_a_hat_that_moves_what_is_past_its_window_must_say_so(hard, tmp_path, capsys):
+    """The demo's leader hats also move every token past their window by ``above``: a claim
+    stating another move, or none (zero past the window), fails; a malformed one is refused."""
+    hat = next(h for h in claims(hard["certificate.json"], "hat") if "above" in h)
+    for change in ("other", "none"):
+        files = copy.deepcopy(hard)
+        h = next(c for c in claims(files["certificate.json"], "hat") if c["block"] == hat["block"])
+        if change == "other":
+            h["above"] = [str(Fraction(h["above"][0]) * 2)] + h["above"][1:]
+        else:
+            del h["above"]
+        rc, report, _ = verify(write_bundle(tmp_path / change, files), capsys)
+        expected = "is not the stated move above its window" if change == "other" else "non-zero outside its window"
+        assert rc == 1 and any(expected in f for f in failing(report)["hat"]), report
+    files = copy.deepcopy(hard)
+    next(c for c in claims(files["certificate.json"], "hat") if c["block"] == hat["block"])["above"] = ["1"]
+    one_error(*run(verify_argv(write_bundle(tmp_path / "bad", files)), capsys), ".above")
+
+
 def test_tau_star_radius_must_be_the_snaps(soft, tmp_path, capsys):
     files = copy.deepcopy(soft)
     (claim,) = claims(files["certificate.json"], "tau_star")
@@ -471,12 +490,14 @@ def test_limits(hard, tmp_path, capsys):
 def test_z3_undecided_fails_the_claim(hard, tmp_path, capsys, monkeypatch):
     paths = write_bundle(tmp_path, hard)
     regions._zero_outside_unit.cache_clear()
+    regions._zero_on_side.cache_clear()
     regions._lands_on_unit.cache_clear()
     monkeypatch.setattr(z3.Solver, "check", lambda self, *a: z3.unknown)
     try:
         rc, report, _ = verify(paths, capsys, "--limit", "z3_seconds=0.5")
     finally:
         regions._zero_outside_unit.cache_clear()
+        regions._zero_on_side.cache_clear()
         regions._lands_on_unit.cache_clear()
     assert rc == 1 and all(any("undecided: z3 gave no answer within z3_seconds=0.5" in f for f in r["failures"])
                            for r in report["results"] if r["kind"] == "hat")

@@ -17,7 +17,7 @@ import numpy as np
 from tfcert.verify.floats import FORMATS, round_nearest
 from tfcert.verify.formats import LowRank, Model
 
-DTYPES = {"binary64": np.float64, "binary32": np.float32}
+DTYPES = {"binary64": np.float64, "binary32": np.float32, "binary16": np.float16}  # numpy has no bfloat16
 
 
 def rounded(q, fmt: str):

@@ -400,8 +400,8 @@ def build_parser() -> argparse.ArgumentParser:
     files(p, ("model", "dataset"))
     p.add_argument("--temperature", metavar="TAU",
                    help="softmax models: audit at this temperature (a number such as 1/8) instead of the model's")
-    p.add_argument("--float", action="append", choices=["binary64", "binary32"], metavar="FORMAT",
-                   help="also prove a bound on float runs in this format (binary64 or binary32; repeatable): "
+    p.add_argument("--float", action="append", choices=["binary64", "binary32", "binary16", "bfloat16"], metavar="FORMAT",
+                   help="also prove a bound on float runs in this format (binary64, binary32, binary16 or bfloat16; repeatable): "
                         "the bound, or the first layer where none can be given and why (docs/float.md)")
     p.add_argument("-o", "--output", metavar="CERT", help="write a certificate of the audit")
     _limit_option(p)

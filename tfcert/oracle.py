@@ -42,7 +42,7 @@ THEOREM = {"hardmax": "1.6", "softmax": "1.8"}
 CLAIM_FIELDS = {  # kind: (required, optional)
     "uniform_attention": ({"block"}, set()),
     "separation": ({"block", "direction"}, {"min_gap"}),
-    "hat": ({"block", "units", "window", "moves", "to"}, {"margin"}),
+    "hat": ({"block", "units", "window", "moves", "to"}, {"margin", "above"}),
     "argmax": ({"block", "tokens", "ties"}, set()),
     "clusters": ({"block", "distinct"}, set()),
     "exact": (set(), set()),
@@ -291,14 +291,17 @@ def group(b: dict, units, t: Q) -> tuple:
     return tuple(sum((w[j] * max(t + b["b"][j], Q(0)) for j in units), Q(0)) for w in b["W"])
 
 
-def zero_on(b: dict, units, lo: Q | None, hi: Q | None) -> bool:
-    """The group (as a function of t = u·x) is 0 on (−∞, hi] (lo None) or on [lo, ∞) (hi None)."""
+def zero_on(b: dict, units, lo: Q | None, hi: Q | None, value: tuple | None = None) -> bool:
+    """The group (as a function of t = u·x) is 0 — or ``value`` — on (−∞, hi] (lo None) or on
+    [lo, ∞) (hi None): piecewise linear, so its breakpoints there, the end and one step past
+    the last breakpoint decide it."""
     breaks = sorted(-b["b"][j] for j in units)
     if lo is None:
         points = [p for p in breaks if p <= hi] + [hi, min(breaks + [hi]) - 1]
     else:
         points = [p for p in breaks if p >= lo] + [lo, max(breaks + [lo]) + 1]
-    return all(all(v == 0 for v in group(b, units, p)) for p in points)
+    value = value or (Q(0),) * len(b["W"])
+    return all(group(b, units, p) == value for p in points)
 
 
 # ---------------------------------------------------------------- claims
@@ -383,11 +386,12 @@ class Judge:
         moves = refs(c["moves"], self.pairs)
         to = vec(c["to"], self.model["d"])
         margin = None if c.get("margin") is None else num(c["margin"])
+        above = vec(c["above"], self.model["d"]) if "above" in c else None
         step = self.steps[k]
         w = b["U"][units[0]]
         if not self.points(step["in"], step["mid"]) or any(b["U"][j] != w for j in units) or not lo < hi:
             return False
-        if not (zero_on(b, units, None, lo) and zero_on(b, units, hi, None)):
+        if not (zero_on(b, units, None, lo) and zero_on(b, units, hi, None, above)):
             return False
         proj = [(dot(w, x), r) for x, r in zip(flat(step["in"]), self.refs)]
         inside = {r for t, r in proj if lo < t < hi}

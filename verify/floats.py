@@ -65,7 +65,12 @@ class Format:
         return ku / (1 - ku)
 
 
-FORMATS = {"binary64": Format("binary64", 53, -1022, 1023), "binary32": Format("binary32", 24, -126, 127)}
+# IEEE 754 binary64, binary32 and binary16, and bfloat16 (binary32's exponent range with 8 significant bits;
+# a framework that computes a bfloat16 operation in binary32 and rounds the result rounds twice, which
+# gives the correctly rounded result for +, −, ×, ÷ since 24 ≥ 2·8 + 2 — Figueroa, "When is double
+# rounding innocuous?", SIGNUM Newsletter 30(3), 1995 — and likewise binary16, 24 ≥ 2·11 + 2)
+FORMATS = {"binary64": Format("binary64", 53, -1022, 1023), "binary32": Format("binary32", 24, -126, 127),
+           "binary16": Format("binary16", 11, -14, 15), "bfloat16": Format("bfloat16", 8, -126, 127)}
 
 
 def _floor_log2(num: int, den: int) -> int:

@@ -90,6 +90,33 @@ def zero_outside(ff: FF, units: tuple[int, ...], lo: fmpq, hi: fmpq) -> str | No
                    at=lambda s: lo + s * (hi - lo))
 
 
+def ramps_to(ff: FF, units: tuple[int, ...], lo: fmpq, hi: fmpq, above: tuple[fmpq, ...]) -> str | None:
+    """Whether the group adds exactly 0 wherever t ≤ lo and exactly ``above``
+    wherever t ≥ hi (a hat that also moves every token past its window).
+    With t = lo + s·(hi − lo) as in zero_outside, each side is a statement
+    about the rows (W[i][units], −above_i/(hi − lo)) on (σ(s + offset_j)…, 1);
+    both sides are asked, and each failure is reported."""
+    if hi <= lo:
+        return f"empty window ({lo}, {hi})"
+    offsets = tuple((lo + ff.b[j]) / (hi - lo) for j in units)
+    problems = []
+    for past, target, what in ((False, (fmpq(0),) * len(above), "the group is not zero below its window"),
+                               (True, above, "the group is not the stated move above its window")):
+        rows = basis([tuple(w_row[j] for j in units) + (-a / (hi - lo),) for w_row, a in zip(ff.W, target)])
+        if rows and (problem := explain(_zero_on_side(rows, offsets, past), what, at=lambda s: lo + s * (hi - lo))):
+            problems.append(problem)
+    return "; ".join(problems) or None
+
+
+@lru_cache(maxsize=4096)
+def _zero_on_side(rows: Rows, offsets: tuple[fmpq, ...], above: bool) -> tuple[str, object, str]:
+    """Σ_j w_j σ(s + offset_j) + c = 0 for every s ≥ 1 (``above``) or every s ≤ 0, for each row (w…, c)."""
+    s = z3.Real("s")
+    terms = _relus(s, offsets) + [z3.RealVal(1)]
+    nonzero = [z3.Sum([q(c) * v for c, v in zip(row, terms)]) != 0 for row in rows]
+    return solve(s, s >= 1 if above else s <= 0, z3.Or(nonzero))
+
+
 @lru_cache(maxsize=4096)
 def _zero_outside_unit(rows: Rows, offsets: tuple[fmpq, ...]) -> tuple[str, object, str]:
     """Σ_j row_j σ(s + offset_j) = 0 for every s ∉ (0, 1), for each row."""

@@ -47,11 +47,11 @@ from flint import arb, ctx, fmpq
 
 from tfcert.verify.errors import InputError
 from tfcert.verify.claims import Context
-from tfcert.verify.enclose import PREC, Path, bounds, coordinate_range, is_point, projection_range
-from tfcert.verify.evaluate import Ranked, Scores, apply_low_rank
+from tfcert.verify.enclose import PREC, bounds, coordinate_range, is_point, projection_range
+from tfcert.verify.evaluate import Ranked, Scores
 from tfcert.verify.floats import FORMATS, Format, round_nearest, up
 from tfcert.verify.formats import SA, LowRank, Model, fields, number
-from tfcert.verify.numbers import Vec, add, dot, key, scale
+from tfcert.verify.numbers import Vec, dot, key
 
 KIND = "float"
 LAYER = "trace"
@@ -452,7 +452,7 @@ class Analysis:
                 means = [self._uniform(mags, errs)] * len(seq)
             elif softmax:
                 sa = self.model.blocks[step.block].sa
-                means = self._softmax(seq, mags, errs, A, step.after[j], sa)
+                means = self._softmax(seq, mags, errs, A, sa)
             elif step.attention is None:  # the replay took A (or V, with ρ = 1) as the zero matrix it is
                 raise Failed(f"{'A' if step.uniform else 'V'} is the zero matrix but not stored as 0: "
                              f"its float products need not be exact zeros")
@@ -533,13 +533,14 @@ class Analysis:
             out.append((errs[a], mags[a]))  # one argmax: copied exactly
         return out
 
-    def _softmax(self, seq, mags, errs, A: Matrix, after, sa: SA) -> list:
+    def _softmax(self, seq, mags, errs, A: Matrix, sa: SA) -> list:
         """Per token (error, magnitude) of the attention mean. Around the exact
         mean: every weight within a factor e^{±2Δ} (Δ the error of the scaled
-        scores) up to rounding. With a unique exact argmax a, tighter: the
-        float mean lies near x_a — the other weights stay tiny in the float
-        run too — and that is used when the replay's enclosure of the output
-        contains ρx_i + V x_a, so the float token lies near a point of it."""
+        scores) up to rounding; also centred on an argmax token, so that the
+        weights' errors scale the tokens' distances from it, not their
+        magnitudes. With a unique exact argmax a, tighter: the other weights
+        stay tiny in the float run too, so the float mean lies near x_a, and
+        its distance to the exact mean is bounded around x_a."""
         if not all(is_point(x) for x in seq):
             raise Failed("softmax attention over enclosures (a second scored layer) is not analysed")
         table = Scores(sa.A, list(seq))
@@ -570,15 +571,32 @@ class Analysis:
                          for v in s]
             em = [up(sum(((kappa * wl + floor) * mg[c] + wl * er[c] + g * ((1 + kappa) * wl + floor) * mg[c]
                           for wl, mg, er in zip(w, mags, errs)), ZERO) + n * fmt.tiny) for c in range(d)]
+            # centred on an argmax token x_a: Σ p̂_l x̂_l − Σ p_l x_l = Σ (p̂_l − p_l)(x̂_l − x_a) + x_a (Σ p̂ − 1)
+            # + Σ p_l (x̂_l − x_l), with |Σ p̂ − 1| ≤ 2γ: the weights' errors scale the tokens' distances
+            # from x_a, not their magnitudes (a collapse's codes are large, their spread small)
+            x_a, m_a = seq[s.index(smax)], mags[s.index(smax)]
+            em = [min(em[c], up(sum(((kappa * wl + floor) * (abs(xl[c] - x_a[c]) + er[c]) + wl * er[c]
+                                     + g * ((1 + kappa) * wl + floor) * mg[c]
+                                     for wl, xl, mg, er in zip(w, seq, mags, errs)), ZERO)
+                                 + (2 * g + g * g) * m_a[c] + n * fmt.tiny)) for c in range(d)]
             mm = [up(sum((((1 + kappa) * wl + floor) * mg[c] for wl, mg in zip(w, mags)), ZERO)) for c in range(d)]
             top = [l for l, v in enumerate(s) if v == smax]
-            if len(top) == 1 and _contains(after[i], add(scale(sa.rho, x), apply_low_rank(sa.V, seq[top[0]]))):
+            if len(top) == 1:
                 a = top[0]
+                x_a = seq[a]
+                others = [(wh, mg, l) for l, (wh, mg) in enumerate(zip(w_hat, mags)) if l != a]
+                sum_error = g + n * fmt.tiny  # |Σ p̂ − 1|: γ, and each weight's rounding where it is subnormal
                 for c in range(d):
-                    spread = sum((wh * ((1 + g) * mg[c] + mags[a][c]) for l, (wh, mg) in enumerate(zip(w_hat, mags))
-                                  if l != a), ZERO)
-                    em[c] = min(em[c], up(errs[a][c] + (2 * g + g * g) * mags[a][c] + spread + n * fmt.tiny))
-                    mm[c] = min(mm[c], up((1 + g) * mags[a][c] + spread))
+                    # m̂ − m = (x̂_a − x_a) + x̂_a (Σ p̂ − 1) + Σ_{l≠a} [p̂_l (x̂_l − x̂_a) − p_l (x_l − x_a)] + rounding,
+                    # as m = x_a + Σ_{l≠a} p_l (x_l − x_a); with p̂_l, p_l ≤ ŵ_l each bracket is at most
+                    # ŵ_l (|x_l − x_a| + e_l + e_a), and the rounding at most γ·Σ p̂_l |x̂_l| with p̂_a ≤ 1 + γ
+                    spread = sum((wh * (abs(seq[l][c] - x_a[c]) + errs[l][c] + errs[a][c] + g * mg[c])
+                                  for wh, mg, l in others), ZERO)
+                    em[c] = min(em[c], up(errs[a][c] + (sum_error + g * (1 + g)) * mags[a][c] + spread
+                                          + n * fmt.tiny))
+                    # |m̂| ≤ (1 + γ)(|x̂_a| Σ p̂ + Σ_{l≠a} p̂_l |x̂_l − x̂_a|)
+                    mm[c] = min(mm[c], up((1 + g) * ((1 + sum_error) * mags[a][c]
+                                                     + sum((wh * (mg[c] + mags[a][c]) for wh, mg, _ in others), ZERO))))
             out.append((em, mm))
         return out
 
@@ -605,22 +623,6 @@ class Analysis:
                 bound[c] = up(abs(rho.exact[0]) * e[c] + rho.delta[0] * mag[c] + g * rho_mag + rest[c])
             return tuple(bound)
         return out
-
-
-def _contains(token, point: Vec) -> bool:
-    """Whether the replay's enclosure of a token contains the point."""
-    if is_point(token):
-        return token == point
-    if isinstance(token, Path):
-        for p, q in zip(token.vertices, token.vertices[1:]):
-            step = [b - a for a, b in zip(p, q)]
-            k = next(j for j, v in enumerate(step) if v != 0)
-            lam = (point[k] - p[k]) / step[k]
-            if 0 <= lam <= 1 and all(p[j] + lam * step[j] == point[j] for j in range(len(point))):
-                return True
-        return False
-    return all(lo <= v <= hi for v, (lo, hi) in
-               ((point[j], coordinate_range(token, j)) for j in range(len(point))))
 
 
 def check(claim: Claim, context: Context, analysis: Analysis) -> list[str]:

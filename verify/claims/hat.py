@@ -3,7 +3,8 @@ direction w shared by their U rows.
 
 * Region claim, proved by z3 over all of R: for every x with w·x ≤ lo or
   w·x ≥ hi the group adds exactly 0 (so it is zero on every token outside
-  its window, whatever the tokens are).
+  its window, whatever the tokens are) — or, with ``above``, exactly 0
+  where w·x ≤ lo and exactly ``above`` where w·x ≥ hi.
 * Replay: the tokens strictly inside the window before the layer are exactly
   ``moves`` (at least one); every other token's projection is at least ``margin`` outside
   the window; the named units alone (η x + their contribution) take every
@@ -20,7 +21,7 @@ from tfcert.verify.claims import Context, block_of, stated, token_refs, unit_lis
 from tfcert.verify.evaluate import relu
 from tfcert.verify.formats import FF, array, fields, number, vector
 from tfcert.verify.numbers import Vec, add, dot, scale, show
-from tfcert.verify.regions import zero_outside
+from tfcert.verify.regions import ramps_to, zero_outside
 
 KIND = "hat"
 LAYER = "ff"
@@ -35,10 +36,11 @@ class Claim:
     moves: frozenset[tuple[int, int]]
     to: Vec
     margin: fmpq | None
+    above: Vec | None
 
 
 def parse(raw: dict, where: str, ctx: Context) -> Claim:
-    fields(raw, where, ("kind", "block", "units", "window", "moves", "to"), ("margin",))
+    fields(raw, where, ("kind", "block", "units", "window", "moves", "to"), ("margin", "above"))
     block = block_of(raw, where, ctx)
     units = unit_list(raw["units"], f"{where}.units", ctx.model.blocks[block].ff.width)
     window = array(raw.get("window"), f"{where}.window")
@@ -48,7 +50,8 @@ def parse(raw: dict, where: str, ctx: Context) -> Claim:
     margin = raw.get("margin")
     return Claim(block, units, number(window[0], f"{where}.window[0]"), number(window[1], f"{where}.window[1]"),
                  moves, vector(raw.get("to"), ctx.model.d, f"{where}.to"),
-                 None if margin is None else number(margin, f"{where}.margin"))
+                 None if margin is None else number(margin, f"{where}.margin"),
+                 vector(raw["above"], ctx.model.d, f"{where}.above") if "above" in raw else None)
 
 
 def group(ff: FF, units: tuple[int, ...], x: Vec) -> Vec:
@@ -70,7 +73,8 @@ def check(claim: Claim, ctx: Context, step) -> list[str]:
     if not claim.moves:
         return ["moves is empty: a hat moves at least one token, on which its `to` is checked"]
     failures = []
-    problem = zero_outside(ff, claim.units, claim.lo, claim.hi)
+    problem = (zero_outside(ff, claim.units, claim.lo, claim.hi) if claim.above is None
+               else ramps_to(ff, claim.units, claim.lo, claim.hi, claim.above))
     if problem:
         failures.append(problem)
     ranked = step.projections(w)

@@ -1,0 +1,102 @@
+"""The float claim against emulated float runs: every format the verifier
+certifies (binary64, binary32, binary16, bfloat16), every evaluation order
+the claim covers — first to last, last to first, a random order per dot
+product, a fused multiply-add chain — and both attentions. Each operation
+is emulated exactly and rounded once (tests/floatemu.py), so an order numpy
+never takes, and bfloat16, which numpy lacks, are seen too.
+
+And the claims are pinned: named datasets must keep the claims they have
+(a regression that makes the analysis refuse everything fails here)."""
+from __future__ import annotations
+
+import json
+import tempfile
+from fractions import Fraction
+from pathlib import Path
+
+import pytest
+from conftest import REPO, dataset_json, datasets, write_json
+from floatemu import ORDERS, deviation
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from tfcert.construct.bundle import build
+from tfcert.verify.evaluate import Replay
+
+
+def built(ds: dict, attention: str):
+    with tempfile.TemporaryDirectory() as tmp:
+        bundle = build(write_json(Path(tmp) / "ds.json", ds), attention)
+    cert = json.loads(bundle.files["certificate.json"])
+    claims = {c["format"]: Fraction(c["bound"]) for c in cert["phases"][-1]["claims"] if c["kind"] == "float"}
+    return bundle, claims
+
+
+def final_tokens(model, dataset):
+    replay = Replay(model, [p.input for p in dataset.pairs])
+    for _ in replay.steps():
+        pass
+    return replay.sequences()
+
+
+def assert_within(bundle, claims: dict, seed: int) -> None:
+    model, dataset = bundle.construction.model, bundle.dataset
+    exact = final_tokens(model, dataset)
+    inputs = [p.input for p in dataset.pairs]
+    for fmt, bound in claims.items():
+        for order in ORDERS:
+            seen = deviation(model, inputs, exact, fmt, order, seed)
+            assert Fraction(int(seen.p), int(seen.q)) <= bound, (fmt, order, float(seen), float(bound))
+
+
+@pytest.mark.slow
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(datasets(max_d=4, max_n_seq=3, max_len=3, max_tokens=6), st.sampled_from(["hardmax", "softmax"]),
+       st.integers(0, 2 ** 16))
+def test_every_order_and_format_stays_within_the_certified_bound(ds, attention, seed):
+    bundle, claims = built(ds, attention)
+    assert_within(bundle, claims, seed)
+
+
+FOUR = dataset_json(2, [([("0.1", "0.3"), ("-0.7", "1.5")], [("2.25", "0.1")]),
+                        ([("1.5", "-0.7"), ("0.3", "2.25")], [("-0.7", "0.3")])])
+DEMO = json.loads((REPO / "tfcert" / "examples" / "demo.json").read_text())
+EQUAL_MEANS = json.loads((REPO / "tfcert" / "examples" / "equal-means.json").read_text())
+ONE_D8 = json.loads((REPO / "tfcert" / "examples" / "one-sequence-d8.json").read_text())
+
+
+def relative(claims: dict, ds: dict) -> dict[str, float]:
+    top = max(abs(Fraction(v)) for p in ds["pairs"] for y in p["output"] for v in y)
+    return {fmt: float(b / (1 + top)) for fmt, b in claims.items()}
+
+
+# (dataset, attention) -> the formats whose claim must be proven, and the bound each must meet
+# relative to 1 + max|y| (binary64 1e-9, binary32 1e-3, binary16 and bfloat16 1e-1, as docs/float.md states)
+PINNED = [
+    (FOUR, "hardmax", ("binary64", "binary32")),
+    (FOUR, "softmax", ("binary64", "binary32")),
+    (DEMO, "hardmax", ("binary64", "binary32")),
+    (DEMO, "softmax", ("binary64", "binary32")),
+    (EQUAL_MEANS, "hardmax", ("binary64", "binary32")),
+    (ONE_D8, "hardmax", ("binary64", "binary32")),
+]
+LIMITS = {"binary64": 1e-9, "binary32": 1e-3, "binary16": 1e-1, "bfloat16": 1e-1}
+
+
+@pytest.mark.parametrize("ds, attention, formats", PINNED, ids=[
+    f"{name}-{att}" for name, att in [("four", "hardmax"), ("four", "softmax"), ("demo", "hardmax"),
+                                      ("demo", "softmax"), ("equal-means", "hardmax"), ("one-sequence-d8", "hardmax")]])
+def test_pinned_claims_are_proven(ds, attention, formats):
+    _, claims = built(ds, attention)
+    rel = relative(claims, ds)
+    for fmt in formats:
+        assert fmt in claims, f"no {fmt} claim"
+        assert rel[fmt] <= LIMITS[fmt], (fmt, rel[fmt])
+
+
+def test_half_precision_claim_on_a_tiny_dataset_holds_in_every_order():
+    """Two tokens, one target: binary16 is proven, and every emulated order stays within it."""
+    ds = dataset_json(2, [([("1", "0"), ("0", "2")], [("3", "-1")])])
+    bundle, claims = built(ds, "hardmax")
+    assert "binary16" in claims and relative(claims, ds)["binary16"] <= 1e-1
+    assert_within(bundle, claims, seed=7)
