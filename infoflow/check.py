@@ -256,16 +256,12 @@ def read_witness(name: str, data: object) -> _Witness:
                  r.boolean("$.architecture.positional", a["positional"]), reachable)
     w.tree = d["tree"]
     for i, p in enumerate(r.list("$.proofs", d.get("proofs", []))):
-        p = r.obj(f"$.proofs[{i}]", p, ("kind", "claim", "smt2"), ("layer", "vectors"))
+        p = r.obj(f"$.proofs[{i}]", p, ("kind", "claim", "smt2"), ("layer",))
         _smt2(r, i, p["smt2"])  # the search's query, for any solver; the checker builds its own
-        layer, vectors = p.get("layer"), p.get("vectors")
-        if vectors is not None:
-            vectors = [[r.integer(f"$.proofs[{i}].vectors[{j}][{l}]", h, 0, MAX_HEADS)
-                        for l, h in enumerate(r.list(f"$.proofs[{i}].vectors[{j}]", v))]
-                       for j, v in enumerate(r.list(f"$.proofs[{i}].vectors", vectors)[:1000])]
+        layer = p.get("layer")
         w.proofs.append((r.text(f"$.proofs[{i}].kind", p["kind"], KINDS),
                          None if layer is None else r.integer(f"$.proofs[{i}].layer", layer, 1),
-                         vectors, r.text(f"$.proofs[{i}].claim", p["claim"])))
+                         r.text(f"$.proofs[{i}].claim", p["claim"])))
     if not reachable:
         return w
     w.cheap = r.boolean("$.cheap", d["cheap"])
@@ -854,7 +850,7 @@ def _builtin_tree(spec: str) -> dict | None:
     return None
 
 
-# ---------------------------------------------------------------- lower bounds: its own queries
+# ---------------------------------------------------------------- lower bounds: the checker's own queries
 #
 # A proof entry names the statement it stands for (``kind``); the checker builds that
 # statement's query itself, from the file's tree and architecture and the rules of
@@ -864,8 +860,7 @@ def _builtin_tree(spec: str) -> dict | None:
 # query) is not read: it cannot stand in for the statement.
 
 KINDS = ("least_exponent", "exponent_every_T", "no_derivation", "not_bounded",
-         "not_bounded_any_heads", "least_total", "fewer_heads", "pareto", "fewer_layers",
-         "stable")
+         "not_bounded_any_heads", "fewer_heads", "fewer_layers", "stable")
 _NEEDS_DERIVATION = ("least_exponent", "exponent_every_T")
 
 
@@ -1043,20 +1038,6 @@ class _Query:
         return _all([f"(<= (+ 0 {' '.join(f'(ite {x} 1 0)' for x in side)}) {m})"
                      for side in self.sides(l)])
 
-    def total_at_most(self, K: int) -> str:
-        """All layers together fit in K heads: an integer count per layer, at least each of
-        its four pairings' sums."""
-        counts = [f"heads_{l}" for l in range(1, self.L + 1)]
-        self.lines += [f"(declare-const {n} Int)" for n in counts]
-        for l, n in enumerate(counts, 1):
-            self.lines += [f"(assert (>= {n} (+ 0 {' '.join(f'(ite {x} 1 0)' for x in side)})))"
-                           for side in self.sides(l)]
-        return f"(<= (+ 0 {' '.join(counts)}) {K})"
-
-    def below(self, h: list[int]) -> str:
-        """Some layer has fewer heads than in h."""
-        return _any([self.heads_at_most(l, m - 1) for l, m in enumerate(h, 1) if m])
-
     def text(self, extra: list[str]) -> str:
         return "\n".join(self.lines + [f"(assert {e})" for e in extra] + ["(check-sat)", ""])
 
@@ -1108,15 +1089,12 @@ def _closure(w: _Witness) -> tuple[list[set], bool]:
     return states, False
 
 
-def _statement(w: _Witness, terms: list[_Term], kind: str, layer: int | None,
-               vectors: list | None):
+def _statement(w: _Witness, terms: list[_Term], kind: str, layer: int | None):
     """(the statement, the query's layers, cheap, goal, extra assertions) for a proof entry of
     ``kind``, built from the file's tree and architecture; or an error message."""
     heads, L, Tmin = list(w.heads), len(w.heads), _min_T(w.root)
     if (layer is not None) != (kind == "fewer_heads"):
         return "only a fewer_heads statement names a layer, and it must"
-    if (vectors is not None) != (kind == "pareto"):
-        return "only a pareto statement lists head vectors, and it must"
     if kind in _NEEDS_DERIVATION and not w.reachable:
         return f"a {kind} statement needs the derivation it bounds"
     if kind == "no_derivation":
@@ -1141,28 +1119,13 @@ def _statement(w: _Witness, terms: list[_Term], kind: str, layer: int | None,
     if kind == "not_bounded_any_heads":
         return (f"no T-bounded derivation with {L} layer(s) and any number of heads, for every "
                 f"T >= {Tmin}", L, True, True, lambda q: [])
-    S = sum(heads)
-    if kind == "least_total":
-        if S < 1:
-            return "no heads to take away"
-        return (f"no T-bounded derivation with at most {S - 1} head(s) in all ({L} layer(s)), "
-                f"for every T >= {Tmin}", L, True, True, lambda q: [q.total_at_most(S - 1)])
     if kind == "fewer_heads":
         if not 1 <= layer <= L or heads[layer - 1] < 1:
             return f"layer {layer} has no head to take away"
         shape = heads[:layer - 1] + [heads[layer - 1] - 1] + [None] * (L - layer)
-        return (f"no T-bounded derivation with at most {S} head(s) in all and {shape[layer - 1]} "
-                f"head(s) in layer {layer} (heads {_heads_text(shape)}), for every T >= {Tmin}",
-                L, True, True, lambda q: [q.total_at_most(S)] + [
-                    q.heads_at_most(l, h) for l, h in enumerate(shape, 1) if h is not None])
-    if kind == "pareto":
-        if not vectors or any(len(v) != L for v in vectors) or \
-                (w.reachable and heads not in vectors):
-            return f"the vectors must have {L} entries each and include the witness's heads"
-        text = "; ".join(",".join(map(str, v)) for v in vectors)
-        return (f"every T-bounded derivation with {L} layer(s) has heads at or above one of "
-                f"{text}, for every T >= {Tmin}", L, True, True,
-                lambda q: [q.below(v) for v in vectors])
+        return (f"no T-bounded derivation with {shape[layer - 1]} head(s) in layer {layer} "
+                f"(heads {_heads_text(shape)}), for every T >= {Tmin}", L, True, True,
+                lambda q: [q.heads_at_most(l, h) for l, h in enumerate(shape, 1) if h is not None])
     if kind == "fewer_layers":
         if L < 2:
             return "one layer has no fewer layers"
@@ -1184,10 +1147,10 @@ def _statement(w: _Witness, terms: list[_Term], kind: str, layer: int | None,
 
 
 def _certify(w: _Witness, terms: list[_Term], kind: str, layer: int | None,
-             vectors: list | None, claim: str) -> tuple[str, str | None, str]:
+             claim: str) -> tuple[str, str | None, str]:
     """(the statement, its query or None, an error or ""): the claim must be the statement the
     checker builds for ``kind`` from this file's tree and architecture."""
-    built = _statement(w, terms, kind, layer, vectors)
+    built = _statement(w, terms, kind, layer)
     if isinstance(built, str):
         return claim, None, f"{kind}: {built}"
     statement, L, cheap, goal, extra = built
@@ -1235,8 +1198,8 @@ def check_document(name: str, data: object, proofs: bool = True) -> Report:
             report.errors.append(f"internal: the checker's encoding does not admit the derivation "
                                  f"it replayed (z3 says {answer}); no lower bound is certified")
             proofs = False
-    for i, (kind, layer, vectors, claim) in enumerate(w.proofs, 1):
-        statement, query, error = _certify(w, affine, kind, layer, vectors, claim)
+    for i, (kind, layer, claim) in enumerate(w.proofs, 1):
+        statement, query, error = _certify(w, affine, kind, layer, claim)
         if error:
             report.errors.append(f"proof {i}: {error}")
         elif not proofs:

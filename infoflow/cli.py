@@ -10,8 +10,7 @@ from pathlib import Path
 from tfcert.errors import InputError
 from tfcert.infoflow.architecture import Architecture, parse_heads
 from tfcert.infoflow.calculus import Rules, depth_closure
-from tfcert.infoflow.search import (ORDER, Depth, MinHeads, Prediction, Proof, depth, min_heads,
-                                    predict)
+from tfcert.infoflow.search import Depth, MinHeads, Prediction, Proof, depth, min_heads, predict
 from tfcert.infoflow.table import TABLE_T, predictions_table
 from tfcert.infoflow.targets import Target, parse_target
 from tfcert.infoflow.witness import SHOW, WITNESS_FORMAT, Derivation
@@ -100,11 +99,8 @@ def _proofs_json(proofs) -> list[dict]:
 
 def _witness_proof(p: Proof) -> dict:
     """A proof as the witness file gives it: the statement's kind (the checker builds its own
-    query from it), the layer a fewer_heads statement is about, a pareto statement's head
-    vectors, the claim, the search's query."""
+    query from it), the layer a fewer_heads statement is about, the claim, the search's query."""
     out = {"kind": p.kind, "claim": p.claim, "smt2": p.smt2}
-    if p.kind == "pareto":
-        out["vectors"] = [list(v) for v in p.vectors]
     return {**out, "layer": p.layer} if p.kind == "fewer_heads" else out
 
 
@@ -196,8 +192,6 @@ def _min_heads_json(m: MinHeads) -> dict:
     return {"target": _target_json(m.target, m.arch.T, m.arch.positional), "T": m.arch.T,
             "layers": m.arch.layers, "efficient": m.min_heads is not None,
             "min_heads": None if m.min_heads is None else list(m.min_heads),
-            "order": ORDER, "total_heads": None if m.min_heads is None else sum(m.min_heads),
-            "pareto": [list(v) for v in m.pareto], "pareto_complete": m.complete,
             "witness": None if m.witness is None else m.witness.to_json(),
             "proofs": _proofs_json(m.proofs)}
 
@@ -215,11 +209,7 @@ def _min_heads(args: argparse.Namespace) -> int:
     if m.min_heads is None:
         print("min heads  none: no T-bounded derivation with any number of heads")
     else:
-        print(f"min heads  {','.join(map(str, m.min_heads))} ({sum(m.min_heads)} in all; "
-              f"order: {ORDER})")
-        print(f"pareto     {'; '.join(','.join(map(str, v)) for v in m.pareto)} "
-              + ("(all Pareto-minimal head vectors)" if m.complete else
-                 f"(the first {len(m.pareto)}; there are more)"))
+        print(f"min heads  {','.join(map(str, m.min_heads))}")
     return _proofs_and_witness(args, m.proofs, m.witness)
 
 

@@ -212,79 +212,18 @@ class _Encoding:
             raise AssertionError("an at-most inside another term: not SMT-LIB2")
         return LOGIC + text
 
-    def fits(self, l: int, m: int, plain: bool = False) -> z3.BoolRef:
-        """Layer l+1 fits in m heads: z3's at-most (fast to solve), or as plain sums for a
-        proof's text (where it may sit inside another term)."""
-        if not plain:
-            return z3.And(self.head_bound(l, m))
-        groups, extra = self.groups[l]
-        one, zero = z3.IntVal(1, self.ctx), z3.IntVal(0, self.ctx)
-        return z3.And([z3.Sum([z3.If(x, one, zero) for x in groups[a, "max"] + groups[b, "kth"]
-                               + extra]) <= m for a in CLASSES for b in CLASSES])
-
-    def total_at_most(self, K: int) -> list:
-        """All layers together fit in K heads: an integer count per layer, at least each of
-        its four pairings' sums."""
-        if not hasattr(self, "_counts"):
-            self._counts = [z3.Int(f"heads_layer{l + 1}", self.ctx) for l in range(self.L)]
-        one, zero = z3.IntVal(1, self.ctx), z3.IntVal(0, self.ctx)
-        out = []
-        for l, n in enumerate(self._counts):
-            groups, extra = self.groups[l]
-            out += [n >= z3.Sum([z3.If(x, one, zero) for x in groups[a, "max"] + groups[b, "kth"]
-                                 + extra]) for a in CLASSES for b in CLASSES]
-        return out + [z3.Sum(self._counts) <= K]
-
-    def least(self, hi: int, bound, *fixed) -> int:
-        """The least m in 0..hi with the query plus ``fixed`` and ``bound(m)`` sat (it is at hi)."""
-        lo = 0
+    def least_heads(self, l: int) -> int:
+        """The least head count of layer l+1 that keeps the query sat (bisection from the
+        count the last model uses); the bound is then added for good."""
+        lo, hi = 0, self.needed(self.plan(self.solver.model()))[l]
         while lo < hi:
             mid = (lo + hi) // 2
-            if self.check(*fixed, *bound(mid)) == z3.sat:
+            if self.check(*self.head_bound(l, mid)) == z3.sat:
                 hi = mid
             else:
                 lo = mid + 1
+        self.solver.add(*self.head_bound(l, hi))
         return hi
-
-    def needed_now(self, *extra) -> list[int] | None:
-        """The heads per layer a model of the query plus ``extra`` uses, or None if unsat."""
-        self.solver.push()
-        self.solver.add(*extra)
-        try:
-            return self.needed(self.plan(self.solver.model())) \
-                if self.solver.check() == z3.sat else None
-        finally:
-            self.solver.pop()
-
-    def pareto(self, first: tuple[int, ...], budget: int) -> tuple[list[tuple[int, ...]], bool]:
-        """The Pareto-minimal head vectors, starting from ``first`` (one of them), and whether
-        that is all of them: find a model outside what is found, walk down to a vector with
-        nothing feasible below it, exclude every vector at or above it, until nothing is left
-        or ``budget`` queries are spent (a flat tree on many layers has a huge front)."""
-        found, block, spent = [first], [self.below(first)], 0
-        while spent < budget:
-            h, spent = self.needed_now(*block), spent + 1
-            if h is None:
-                return sorted(found, key=lambda v: (sum(v), v)), True
-            while any(h) and spent < budget:
-                below = self.needed_now(*block, *(self.fits(l, m) for l, m in enumerate(h)),
-                                        self.below(h))
-                spent += 1
-                if below is None:
-                    found.append(tuple(h))
-                    block.append(self.below(h))
-                    break
-                h = below
-            else:
-                if not any(h):
-                    found.append(tuple(h))
-                    block.append(self.below(h))
-        return sorted(found, key=lambda v: (sum(v), v)), False
-
-    def below(self, h, plain: bool = False) -> z3.BoolRef:
-        """Some layer has fewer heads than in h (the heads are not at or above h)."""
-        return z3.Or([self.fits(l, m - 1, plain) for l, m in enumerate(h) if m] or
-                     [z3.BoolVal(False, self.ctx)])
 
     def plan(self, model: z3.ModelRef) -> list[dict]:
         def true(b) -> bool:
@@ -467,7 +406,6 @@ class Proof:
     claim: str
     smt2: str
     kind: str  # which statement (docs/infoflow.md, "Proofs"): the checker builds its query
-    vectors: tuple[tuple[int, ...], ...] = ()  # a pareto statement's head vectors
 
     def to_json(self) -> dict:
         return {"layer": self.layer, "heads": None if self.heads is None else list(self.heads),
@@ -562,80 +500,48 @@ def predict(target: Target, arch: Architecture) -> Prediction:
                       tuple(proofs))
 
 
-PARETO_QUERIES = 64  # z3 queries the Pareto set may take (a flat tree on 4 layers has thousands)
-ORDER = "least total heads, then fewest heads in layer 1, then layer 2, ..."
-
-
 @dataclass(frozen=True)
 class MinHeads:
-    """Least heads for a T-bounded (cheap) derivation: ``min_heads`` is the least total, ties
-    broken by fewer heads in earlier layers (``ORDER``); ``pareto`` the Pareto-minimal head
-    vectors (no layer can lose a head without another gaining one), ``complete`` when that
-    is all of them (the search stops after PARETO_QUERIES queries)."""
+    """Per-layer least head counts for a T-bounded (cheap) derivation, fixed layer by layer."""
 
     target: Target
     arch: Architecture
     min_heads: tuple[int, ...] | None
     witness: Derivation | None
     proofs: tuple[Proof, ...]
-    pareto: tuple[tuple[int, ...], ...] = ()
-    complete: bool = False
 
 
 def min_heads(target: Target, T: int, layers: int, d: int = 1, E: int = 1,
               positional: bool = False) -> MinHeads:
-    """The least total heads S (an unsat query for S - 1), then layer by layer the fewest
-    heads with S in all and the earlier layers at theirs (an unsat query each), and the Pareto
-    set with, when complete, the query that every derivation's heads are at or above one of
-    its vectors. T is symbolic in every query (every T >= the target's least T)."""
+    """Lexicographic: layer 1 is minimised with any number of heads in the later layers, then
+    layer 2 with layer 1 at its minimum, and so on. Each bound is an unsat query with T symbolic
+    (every T >= the target's least T) and the later layers' head counts free."""
     _check_layers(layers, "--layers")
     target.check_fits(T)
     Architecture(T, d, E, (0,) * layers, positional)  # validates the options
     rules = Rules(target.calc, d, E, positional)
     Tmin = target.min_T()
     enc = _Encoding(rules, layers, True, Tmin)
-    first = enc.needed_now()
-    if first is None:
+    if enc.check() != z3.sat:
         free = (None,) * layers
         return MinHeads(target, Architecture(T, d, E, (0,) * layers, positional), None, None, (
             Proof(0, free, f"no T-bounded derivation with {layers} layer(s) and any number of "
                            f"heads, for every T >= {Tmin}", enc.unsat_query(),
                   "not_bounded_any_heads"),))
-    S = enc.least(sum(first), enc.total_at_most)
-    proofs = []
-    if S > 0:
-        proofs.append(Proof(None, (None,) * layers,
-                            f"no T-bounded derivation with at most {S - 1} head(s) in all "
-                            f"({layers} layer(s)), for every T >= {Tmin}",
-                            enc.unsat_query(*enc.total_at_most(S - 1)), "least_total"))
     heads: list[int] = []
+    proofs = []
     for l in range(layers):
-        fixed = [*enc.total_at_most(S), *(enc.fits(i, h) for i, h in enumerate(heads))]
-        m = enc.least(S - sum(heads), lambda k: [enc.fits(l, k)], *fixed)
+        m = enc.least_heads(l)
         if m > 0:
             shape = tuple(heads) + (m - 1,) + (None,) * (layers - l - 1)
             proofs.append(Proof(l + 1, shape,
-                                f"no T-bounded derivation with at most {S} head(s) in all and "
-                                f"{m - 1} head(s) in layer {l + 1} (heads "
-                                f"{_heads_text(shape)}), for every T >= {Tmin}",
-                                enc.unsat_query(*enc.total_at_most(S), *(
-                                    enc.fits(i, h, True) for i, h in enumerate(shape[:l + 1]))),
-                                "fewer_heads"))
+                                f"no T-bounded derivation with {m - 1} head(s) in layer {l + 1} "
+                                f"(heads {_heads_text(shape)}), for every T >= {Tmin}",
+                                enc.unsat_query(*enc.head_bound(l, m - 1)), "fewer_heads"))
         heads.append(m)
-    front, complete = enc.pareto(tuple(heads), PARETO_QUERIES)
-    if complete:
-        proofs.append(Proof(None, (None,) * layers,
-                            f"every T-bounded derivation with {layers} layer(s) has heads at or "
-                            f"above one of {_vectors_text(front)}, for every T >= {Tmin}",
-                            enc.unsat_query(*(enc.below(v, plain=True) for v in front)),
-                            "pareto", tuple(front)))
+        enc.check()
     final = Architecture(T, d, E, tuple(heads), positional)
-    return MinHeads(target, final, tuple(heads), _optimal(target, final, enc), tuple(proofs),
-                    tuple(front), complete)
-
-
-def _vectors_text(vectors) -> str:
-    return "; ".join(",".join(map(str, v)) for v in vectors)
+    return MinHeads(target, final, tuple(heads), _optimal(target, final, enc), tuple(proofs))
 
 
 @dataclass(frozen=True)
