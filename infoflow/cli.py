@@ -262,8 +262,20 @@ def _depth(args: argparse.Namespace) -> int:
 
 
 def _check(args: argparse.Namespace) -> int:
-    from tfcert.infoflow.check import check_file
+    from tfcert.infoflow.check import PROOF_TIMEOUT_MS, check_file
+    from tfcert.smt import Observer, Query
+
+    # refused before the run: cvc5 missing, or DIR not new or empty (exit 2, nothing written)
+    observer = Observer(args.emit_smt, args.cross_check, PROOF_TIMEOUT_MS / 1000)
     report = check_file(args.file, proofs=not args.no_proofs)
+    for i, c in enumerate(report.certified):
+        if c["smt2"] is not None:  # the checker's own query, which z3 answered unsat
+            problem = observer.ask(Query(f"statement{i}-{c['kind']}", c["statement"], c["kind"], None,
+                                         f"a counterexample to: {c['statement']}", "unsat", "unsat"), c["smt2"])
+            if problem:
+                report.errors.append(problem)
+                report.valid = False
+    observer.write()
     if args.json:
         print(json_text({"file": args.file, "valid": report.valid, "errors": report.errors,
                           "exponent": None if report.exponent is None else str(report.exponent),
@@ -337,6 +349,12 @@ def register(sub) -> None:
     ck.add_argument("file", help="a witness written by --witness")
     ck.add_argument("--json", action="store_true", help="one JSON document on stdout")
     ck.add_argument("--no-proofs", action="store_true", help="do not re-run the unsat queries")
+    ck.add_argument("--emit-smt", metavar="DIR",
+                    help="also write every query the checker certifies as an SMT-LIB2 file in DIR, "
+                         "with DIR/index.json")
+    ck.add_argument("--cross-check", choices=["cvc5"],
+                    help="also answer every query with cvc5 (pip install cvc5): the witness is "
+                         "invalid unless both solvers answer unsat")
     ck.set_defaults(func=_check)
     tb = isub.add_parser("table", help="the predictions table (Yu-Jiang-Bao-Li, arXiv 2605.17930), computed by the search")
     tb.add_argument("--json", action="store_true", help="one JSON document on stdout")

@@ -224,3 +224,49 @@ def test_infoflow_proofs_are_plain_smtlib():
 def test_cvc5_answers_infoflow_proofs_unsat():
     pytest.importorskip("cvc5")
     assert all(smt.cvc5_answer(p.smt2, 60) == "unsat" for p in infoflow_proofs())
+
+
+# ---------------------------------------------------------------- infoflow check --emit-smt / --cross-check
+
+
+def infoflow_witness(tmp_path: Path) -> Path:
+    path = tmp_path / "w.json"
+    assert main(["infoflow", "predict", "--target", "pairwise-min", "--T", "8", "--heads", "1",
+                 "--witness", str(path)]) == 0
+    return path
+
+
+def test_infoflow_check_emits_the_queries_it_certifies(tmp_path, capsys):
+    witness = infoflow_witness(tmp_path)
+    out = tmp_path / "queries"
+    capsys.readouterr()
+    assert main(["infoflow", "check", str(witness), "--emit-smt", str(out), "--json"]) == 0
+    certified = [c for c in json.loads(capsys.readouterr().out)["certified"] if c["smt2"] is not None]
+    index = json.loads((out / smt.INDEX).read_text())
+    jsonschema.validate(index, load_schema("smt-index"))
+    assert [q["claim"] for q in index["queries"]] == [c["statement"] for c in certified] and certified
+    assert [(out / q["file"]).read_text() for q in index["queries"]] == [c["smt2"] for c in certified]
+    assert all(answer == expected == "unsat" for _, answer, expected in rerun(out, "z3"))
+    assert main(["infoflow", "check", str(witness), "--emit-smt", str(out)]) == 2  # DIR not empty
+    assert capsys.readouterr().err.startswith("error: --emit-smt: ")
+
+
+def test_infoflow_check_cross_check_fails_on_a_disagreement(tmp_path, monkeypatch, capsys):
+    witness = infoflow_witness(tmp_path)
+    monkeypatch.setattr(smt, "cvc5_available", lambda: False)
+    capsys.readouterr()
+    assert main(["infoflow", "check", str(witness), "--cross-check", "cvc5"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("error: --cross-check cvc5: the cvc5 package is not installed")
+    monkeypatch.setattr(smt, "cvc5_available", lambda: True)
+    monkeypatch.setattr(smt, "cvc5_answer", lambda text, seconds: "sat")
+    assert main(["infoflow", "check", str(witness), "--cross-check", "cvc5", "--json"]) == 1
+    doc = json.loads(capsys.readouterr().out)
+    assert not doc["valid"] and any(e.startswith("cross-check: z3 says unsat, cvc5 says sat: a counterexample to: ")
+                                    for e in doc["errors"])
+
+
+def test_infoflow_check_cross_check_with_cvc5(tmp_path, capsys):
+    pytest.importorskip("cvc5")
+    witness = infoflow_witness(tmp_path)
+    assert main(["infoflow", "check", str(witness), "--cross-check", "cvc5"]) == 0
