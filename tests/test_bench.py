@@ -80,6 +80,7 @@ def test_results_written_as_measured(tmp_path, monkeypatch):
     assert (tmp_path / "results.jsonl").read_text() == '{"N": 1}\n'
 
 
+@pytest.mark.slow
 def test_cap_yields_null(tmp_path):
     row = bench.measure((3, 4, 2, 3), 0.001, lambda text: None)
     assert row["verified"] is True

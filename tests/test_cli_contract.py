@@ -136,6 +136,7 @@ def test_human_verdict_line(bundle_dir, failing_cert, capsys):
 
 # ---------------------------------------------------------------- demo
 
+@pytest.mark.slow
 def test_demo_hardmax(tmp_path, capsys):
     out_dir = tmp_path / "demo"
     rc, out, err = run(["demo", "-o", out_dir], capsys)
@@ -154,6 +155,7 @@ def construct_in_process(out_dir: Path, capsys, *extra) -> int:
     return run(["construct", DEMO, "-o", out_dir, *extra], capsys)[0]
 
 
+@pytest.mark.slow
 def test_construct_is_deterministic_across_processes(tmp_path, bundle_dir):
     """Byte-identical model and certificate from separate processes with
     different hash seeds (set iteration order must not leak into the files)."""

@@ -270,6 +270,7 @@ def test_cost_law_fit_and_verdict():
 
 # --- --from and the sweep ---------------------------------------------------------------------
 
+@pytest.mark.slow
 def test_from_records_file(capsys, tmp_path):
     path = tmp_path / "records.jsonl"
     header = {"sweep": {"commit": "c" * 40, "hardware": "a test machine", "wall_seconds": 1.5}}

@@ -386,6 +386,7 @@ def test_cli_round_trip_sixteen_bit(torch, tmp_path, capsys, dtype, code):
     assert (tmp_path / "saved.pt").read_bytes() == raw
 
 
+@pytest.mark.slow
 def test_cli_sixteen_bit_overflow_and_onnx_refusal(capsys, tmp_path):
     """float16 tops out at 65504: one-sequence-d8's hats overflow it, named; ONNX is offered in float64/float32."""
     pytest.importorskip("torch")

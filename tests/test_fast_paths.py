@@ -249,6 +249,7 @@ def test_zero_outside_on_a_span_basis_matches_the_piecewise_linear_check(case):
     assert (zero_outside(ff, units, lo, hi) is None) == truth
 
 
+@pytest.mark.slow
 @settings(max_examples=150, deadline=None)
 @given(group_case(), st.integers(0, 2), st.sampled_from([0, 1, Fraction(-1, 2)]), st.sampled_from([1, 1, 0, 2]))
 def test_lands_on_a_span_basis_matches_the_plateau_ends(case, k, drift, eta):

@@ -67,6 +67,7 @@ def test_judge_shares_no_code_with_the_checker():
     assert not any(m and m.startswith("tfcert") for m in modules), modules
 
 
+@pytest.mark.slow
 def test_cli_selftest_json(capsys):
     assert main(["selftest", "--mutations", "30", "--seed", "5", "--json"]) == 0
     out = json.loads(capsys.readouterr().out)

@@ -140,6 +140,7 @@ def test_profile_shows_every_phase_with_whole_ticks_and_labels_apart(folder, one
     assert not any(a.overlaps(b) for i, a in enumerate(boxes) for b in boxes[i + 1:])
 
 
+@pytest.mark.slow
 def test_softmax_profile_shows_tau_star_and_the_noise():
     from tfcert.plot import render_bundle
 
@@ -226,6 +227,7 @@ def test_phases_panel_on_one_coordinate_gets_that_value_as_its_tick():
 
 @pytest.mark.parametrize("folder", [CERTS / "demo-hardmax", CERTS / "demo-softmax", CERTS / "random-d20-wide",
                                     CERTS / "one-sequence-d8"])
+@pytest.mark.slow
 def test_profile_phase_labels_fit_their_bar_or_sit_beside_it(folder):
     """"separation" spilled past both ends of its one-block bar and "collapse" filled
     its bar edge to edge: a label is inside its bar with room at both ends, or clear
@@ -272,6 +274,7 @@ def test_softmax_collapse_markers_are_side_by_side():
     assert alone and all(float(x).is_integer() for x in alone)  # markers alone in their place stay on their block
 
 
+@pytest.mark.slow
 def test_pictures_are_deterministic():
     from tfcert.plot import render_bundle
 
@@ -279,6 +282,7 @@ def test_pictures_are_deterministic():
         assert render_bundle(folder).png == render_bundle(folder).png
 
 
+@pytest.mark.slow
 def test_plot_says_which_pictures_it_does_not_draw(tmp_path, capsys):
     """d = 20: no phases.png, said on stderr and under "skipped" with --json (the tour promised both)."""
     from jsonschema import validate

@@ -169,6 +169,7 @@ def test_bench_shards_output_validates(tmp_path, capsys):
     validate(doc, "bench-output")
 
 
+@pytest.mark.slow
 def test_infoflow_table_validates(monkeypatch, capsys):
     """The table's rows, from a cheaper T grid (the full table has its own test)."""
     from tfcert.infoflow import table

@@ -216,6 +216,7 @@ def test_construct_refuses_to_replace_a_bundle(tmp_path, capsys):
     assert {p.name: p.read_bytes() for p in out_dir.iterdir()} == before
 
 
+@pytest.mark.slow
 def test_force_replaces_the_bundle_folder_whole(tmp_path, capsys):
     """The pictures of the bundle --force replaces go with it: the folder then holds only
     what this construct wrote."""
@@ -252,6 +253,7 @@ def test_construct_into_an_empty_folder(tmp_path, capsys):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["certificate.json", "dataset.json", "model.json"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("command", ["construct", "plot"])
 def test_an_output_folder_below_a_file_is_named(tmp_path, capsys, command):
     """-o afile/sub: the file in the way is named, where mkdir said only "File exists"."""

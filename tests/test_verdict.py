@@ -138,6 +138,7 @@ def test_intrinsic_separation_where_the_calculus_predicts_none_does_not_agree():
 
 # --- the grids ----------------------------------------------------------------------------------
 
+@pytest.mark.slow
 @pytest.mark.parametrize("grid", intrinsic_dim.GRIDS)
 def test_grids_are_where_the_calculus_separates_the_patterns(grid):
     """Every (D, T) of each grid: (D,D) has exponent 0, every pattern with one head fewer a larger one."""

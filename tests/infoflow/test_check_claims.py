@@ -59,6 +59,7 @@ def _certified(doc: dict) -> list[str]:
     return [c["statement"] for c in report.certified if c["kind"] != "derivation"]
 
 
+@pytest.mark.slow
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.data())
 def test_every_statement_predict_writes_is_certified_by_the_checkers_own_query(data):
@@ -72,6 +73,7 @@ def test_every_statement_predict_writes_is_certified_by_the_checkers_own_query(d
         [q.claim for q in p.proofs]
 
 
+@pytest.mark.slow
 @settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(targets, st.integers(1, 3), st.booleans())
 def test_every_min_heads_and_depth_statement_is_certified(target, layers, positional):

@@ -44,6 +44,7 @@ def test_min_heads_json_and_text(capsys):
     assert rc == 0 and "min heads  none" in out
 
 
+@pytest.mark.slow
 def test_table_text_and_json(capsys, monkeypatch):
     import functools
     from tfcert.infoflow import cli
