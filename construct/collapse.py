@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from flint import fmpq
 
-from tfcert.construct.leaders import SIDE_SIGN, UP, side
+from tfcert.construct.leaders import UP, side, side_sign
 from tfcert.verify.evaluate import apply_sa_hardmax, attention_table
 from tfcert.verify.formats import SA, Dataset, LowRank
 from tfcert.verify.numbers import Vec, key, scale, unit
@@ -29,7 +29,7 @@ def collapse_sa(d: int, gain: fmpq) -> SA:
     exact products in floats too."""
     up, sd = unit(d, UP), unit(d, side(d))
     A = LowRank(ONE) if d == 2 else LowRank(ZERO, ((up, up), (sd, sd)))
-    return SA(ZERO, A, LowRank(ZERO, ((up, scale(gain * SIDE_SIGN[d == 2], sd)),)))
+    return SA(ZERO, A, LowRank(ZERO, ((up, scale(gain * side_sign(d), sd)),)))
 
 
 def collapse(dataset: Dataset, seqs: list[list[Vec]], block: int, gain: fmpq) -> tuple[SA, list[dict], list[list[Vec]]]:

@@ -45,6 +45,12 @@ def side(d: int) -> int:
     return 2 if d >= 3 else 0
 
 
+def side_sign(d: int) -> fmpq:
+    """−1 when d = 2, where the side coordinate is t's: the circle is mirrored to negative side
+    values, below every t; else 1."""
+    return -ONE if d == 2 else ONE
+
+
 @dataclass(frozen=True)
 class Leader:
     sequence: int  # file index
@@ -54,10 +60,9 @@ class Leader:
     gain: fmpq  # the collapse's V scales the side value by this (a power of two: exact in floats)
 
     def code(self, d: int) -> fmpq:
-        return self.gain * SIDE_SIGN[d == 2] * self.point[side(d)]
+        return self.gain * side_sign(d) * self.point[side(d)]
 
 
-SIDE_SIGN = {False: ONE, True: -ONE}  # by d == 2: the circle's side coordinate is then t's, placed below every t
 
 
 def circle_point(start: Vec, tau: fmpq, radius: fmpq) -> Vec:
@@ -67,7 +72,7 @@ def circle_point(start: Vec, tau: fmpq, radius: fmpq) -> Vec:
     d = len(start)
     point = list(start)
     point[UP] = radius * (1 - tau * tau) / (1 + tau * tau)
-    point[side(d)] = SIDE_SIGN[d == 2] * radius * 2 * tau / (1 + tau * tau)
+    point[side(d)] = side_sign(d) * radius * 2 * tau / (1 + tau * tau)
     return tuple(point)
 
 
@@ -125,6 +130,16 @@ def leader_phase(dataset: Dataset, seqs: list[list[Vec]], first_block: int, per_
     index = Projections({(p.index, i): dot(g, x) for p, s in zip(dataset.pairs, seqs) for i, x in enumerate(s)})
     keys = sorted(x[0] for s in seqs for x in s)
 
+    # A hat's window may have tokens of other sequences above it: each hat also drops them by K in
+    # t, below every later window, so no hat cancels on a token that an earlier hat has cancelled
+    # on (for d = 2 the dropped t stay above −K: the collapse's scores still favour each token's
+    # P leader). Hats sharing a layer (width > 4) drop nothing.
+    spread = keys[-1] - keys[0]
+    big = fmpq(1, 64)
+    while big < spread + fmpq(1, 64):
+        big *= 2
+    drop = tuple(-big if i == 0 else ZERO for i in range(d)) if per_layer == 1 else None
+
     def hat(leader: Leader) -> Hat:
         source = seqs[position[leader.sequence]][leader.token]
         k = bisect_left(keys, source[0])
@@ -137,16 +152,6 @@ def leader_phase(dataset: Dataset, seqs: list[list[Vec]], first_block: int, per_
         flat = fmpq(int(((gap / 2 - eps - eps / 8) / eps).floor())) * eps
         return Hat(g, dyadic_near(dot(g, source), eps / 8), eps, sub(leader.point, source),
                    ((leader.sequence, leader.token),), leader.point, flat=flat, above=drop)
-
-    # A hat's window may have tokens of other sequences above it: each hat also drops them by K in
-    # t, below every later window, so no hat cancels on a token that an earlier hat has cancelled
-    # on (for d = 2 the dropped t stay above −K: the collapse's scores still favour each token's
-    # P leader). Hats sharing a layer (width > 4) drop nothing.
-    spread = keys[-1] - keys[0]
-    big = fmpq(1, 64)
-    while big < spread + fmpq(1, 64):
-        big *= 2
-    drop = tuple(-big if i == 0 else ZERO for i in range(d)) if per_layer == 1 else None
 
     def t_of(leader: Leader) -> fmpq:
         return seqs[position[leader.sequence]][leader.token][0]

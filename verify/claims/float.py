@@ -574,16 +574,15 @@ class Analysis:
             # centred on an argmax token x_a: Σ p̂_l x̂_l − Σ p_l x_l = Σ (p̂_l − p_l)(x̂_l − x_a) + x_a (Σ p̂ − 1)
             # + Σ p_l (x̂_l − x_l), with |Σ p̂ − 1| ≤ 2γ: the weights' errors scale the tokens' distances
             # from x_a, not their magnitudes (a collapse's codes are large, their spread small)
-            x_a, m_a = seq[s.index(smax)], mags[s.index(smax)]
+            top = [l for l, v in enumerate(s) if v == smax]
+            a = top[0]
+            x_a, m_a = seq[a], mags[a]
             em = [min(em[c], up(sum(((kappa * wl + floor) * (abs(xl[c] - x_a[c]) + er[c]) + wl * er[c]
                                      + g * ((1 + kappa) * wl + floor) * mg[c]
                                      for wl, xl, mg, er in zip(w, seq, mags, errs)), ZERO)
                                  + (2 * g + g * g) * m_a[c] + n * fmt.tiny)) for c in range(d)]
             mm = [up(sum((((1 + kappa) * wl + floor) * mg[c] for wl, mg in zip(w, mags)), ZERO)) for c in range(d)]
-            top = [l for l, v in enumerate(s) if v == smax]
             if len(top) == 1:
-                a = top[0]
-                x_a = seq[a]
                 others = [(wh, mg, l) for l, (wh, mg) in enumerate(zip(w_hat, mags)) if l != a]
                 sum_error = g + n * fmt.tiny  # |Σ p̂ − 1|: γ, and each weight's rounding where it is subnormal
                 for c in range(d):
