@@ -21,12 +21,13 @@ from dataclasses import dataclass
 from flint import fmpq
 
 from tfcert.errors import InputError
-from tfcert.verify.check import check_compatible
+from tfcert.verify.check import check_compatible, follow
 from tfcert.verify.claims.exact import hausdorff_squared
-from tfcert.verify.claims.float import Analysis
+from tfcert.verify.float_analysis import Analysis
 from tfcert.verify.claims.size import measure
 from tfcert.verify.enclose import is_point, width
-from tfcert.verify.evaluate import Attention, Replay
+from tfcert.verify.evaluate import Replay
+from tfcert.verify.layers import Attention
 from tfcert.verify.floats import FORMATS
 from tfcert.verify.formats import CERTIFICATE_FORMAT, Dataset, Model, load_document, read_dataset, read_model
 
@@ -215,8 +216,7 @@ def audit(model: Model, dataset: Dataset, progress=None, temperature: fmpq | Non
     replay = Replay(model, inputs, temperature=tau)
     layers, uniform = [], []
     for step in replay.steps():
-        for analysis in analyses:
-            analysis.step(step)
+        follow(analyses, step)
         if step.layer != "sa":
             continue
         if progress:

@@ -12,9 +12,9 @@ from tfcert.construct.separation import Phase, bumps, separation
 from tfcert.construct.snap import UNITS, snap_phase
 from tfcert.construct.temperature import tau_star_claim
 from tfcert.errors import InputError
-from tfcert.verify.claims.float import Analysis
+from tfcert.verify.float_analysis import Analysis
 from tfcert.verify.claims.size import measure
-from tfcert.verify.evaluate import distinct_sorted
+from tfcert.verify.shortcuts import distinct_sorted
 from tfcert.verify.floats import FORMATS
 from tfcert.verify.formats import CERTIFICATE_FORMAT, Block, Dataset, Model, dumps, model_json
 

@@ -15,6 +15,7 @@ from pathlib import Path
 from tfcert.construct.build import Construction, certificate, construct, float_analyses, float_claims, model_bytes
 from tfcert.errors import InputError
 from tfcert.verify.check import Report, Result, verify
+from tfcert.verify.claims import Context
 from tfcert.verify.claims import float as float_claim
 from tfcert.verify.formats import Dataset, Document, dumps, load_document, parse_document, read_dataset
 
@@ -59,16 +60,18 @@ def build(dataset: str | Path | Document, attention: str = "hardmax", width: int
     stage(3, "the float claims and the certificate")
     floats = float_claims(analyses)
     value = certificate(construction, data, model, dataset_doc.raw, floats)
-    report = Report(report.results + _float_results(value, analyses), report.warnings)
+    report = Report(report.results + _float_results(Context(construction.model, data, value), analyses),
+                    report.warnings)
     if not report.ok:
         raise AssertionError("the construction's own certificate does not verify")  # a bug
     files = {"dataset.json": dataset_doc.raw, "model.json": model, "certificate.json": dumps(value)}
     return Bundle(data, construction, files, report)
 
 
-def _float_results(cert: dict, analyses: list) -> tuple[Result, ...]:
+def _float_results(context: Context, analyses: list) -> tuple[Result, ...]:
     """The float claims as the verifier checks them (its parser, its check)
     against the analyses that saw its replay: the final phase's last claims."""
+    cert = context.certificate
     p = len(cert["phases"]) - 1
     claims = cert["phases"][p]["claims"]
     by_format = {a.fmt.name: a for a in analyses}
@@ -76,9 +79,9 @@ def _float_results(cert: dict, analyses: list) -> tuple[Result, ...]:
     for c, raw in enumerate(claims):
         if raw["kind"] == "float":
             where = f"certificate.json: $.phases[{p}].claims[{c}]"
-            claim = float_claim.parse(raw, where, None)
+            claim = float_claim.parse(raw, where, context)
             out.append(Result("final", "float", None, where,
-                              tuple(float_claim.check(claim, None, by_format[claim.format.name]))))
+                              tuple(float_claim.check(claim, context, by_format[claim.format.name]))))
     return tuple(out)
 
 

@@ -16,7 +16,8 @@ from __future__ import annotations
 from flint import fmpq
 
 from tfcert.construct.leaders import UP, side, side_sign
-from tfcert.verify.evaluate import apply_sa_hardmax, attention_table
+from tfcert.verify.layers import apply_sa_hardmax
+from tfcert.verify.shortcuts import attention_table
 from tfcert.verify.formats import SA, Dataset, LowRank
 from tfcert.verify.numbers import Vec, key, scale, unit
 

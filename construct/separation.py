@@ -18,7 +18,8 @@ import numpy as np
 from flint import fmpq
 
 from tfcert.construct.hats import Hat, Projections, direction, hat_blocks, min_gap
-from tfcert.verify.evaluate import distinct_sorted, mean
+from tfcert.verify.layers import mean
+from tfcert.verify.shortcuts import distinct_sorted
 from tfcert.verify.formats import FF, SA, Block, Dataset, LowRank
 from tfcert.verify.numbers import Vec, add, dot, scale, unit
 

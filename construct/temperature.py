@@ -8,7 +8,7 @@ from flint import ctx, fmpq
 
 from tfcert.verify.claims.tau_star import RESOLUTION, closed_form_ok, constrained, max_bound
 from tfcert.verify.enclose import PREC, Noise, ball, bounds, noise, rank_one
-from tfcert.verify.evaluate import Scores, attention_of
+from tfcert.verify.layers import Scores, attention_of
 from tfcert.verify.formats import SA, Dataset
 from tfcert.verify.numbers import Vec, dot
 

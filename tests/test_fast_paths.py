@@ -19,8 +19,10 @@ from flint import fmpq
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tfcert.verify.claims import float as float_claim
-from tfcert.verify.evaluate import Ranked, Replay, Scores, apply_ff, attention_of, attention_table
+from tfcert.verify import float_analysis
+from tfcert.verify.evaluate import Replay
+from tfcert.verify.layers import Scores, apply_ff, attention_of
+from tfcert.verify.shortcuts import Ranked, attention_table
 from tfcert.verify.floats import FORMATS, up
 from tfcert.verify.formats import FF, LowRank, load_document, read_dataset, read_model
 from tfcert.verify.numbers import dot, key
@@ -283,7 +285,7 @@ def test_the_float_reach_kept_as_tokens_change_equals_a_fresh_one(name, monkeypa
     from tfcert.verify.check import verify_files
     from tfcert.verify.enclose import projection_range
 
-    kept = float_claim.Analysis._ff_reach
+    kept = float_analysis.Analysis._ff_reach
     seen = []
 
     def both(self, step, before, U, b, W, eta):
@@ -306,7 +308,7 @@ def test_the_float_reach_kept_as_tokens_change_equals_a_fresh_one(name, monkeypa
         seen.append(len(todo) < len(before))
         return todo
 
-    monkeypatch.setattr(float_claim.Analysis, "_ff_reach", both)
+    monkeypatch.setattr(float_analysis.Analysis, "_ff_reach", both)
     folder = REPO / "certificates" / name
     assert verify_files(folder / "model.json", folder / "dataset.json", folder / "certificate.json").ok
     assert any(seen)  # some layer left tokens out
@@ -327,7 +329,7 @@ def test_float_bounds_shared_per_attention_mean_equal_per_token_ones(name, monke
     inputs = [p.input for p in read_dataset(load_document(folder / "dataset.json")).pairs]
 
     def states() -> tuple[list, str | None]:
-        analysis, seen = float_claim.Analysis(model, inputs, FORMATS["binary64"]), []
+        analysis, seen = float_analysis.Analysis(model, inputs, FORMATS["binary64"]), []
         for step in Replay(model, inputs).steps():
             analysis.step(step)
             seen.append(list(analysis.err))
@@ -335,7 +337,7 @@ def test_float_bounds_shared_per_attention_mean_equal_per_token_ones(name, monke
 
     shared = states()
     fresh = count()
-    monkeypatch.setattr(float_claim, "id", lambda obj: next(fresh), raising=False)
+    monkeypatch.setattr(float_analysis, "id", lambda obj: next(fresh), raising=False)
     assert states() == shared
     assert next(fresh) > 0  # the per-token run did go through the cache keys
 
@@ -360,7 +362,7 @@ def test_the_score_error_taken_per_sequence_equals_its_defining_bound(case):
     |scale|·a·b + Σ (|v|·a)(|u|·b) and B_δ the one of the rounding changes."""
     d, A, mi, ei, xi, M, E = case
     fmt = FORMATS["binary32"]
-    m = float_claim.matrix(A, fmt)
+    m = float_analysis.matrix(A, fmt)
     r = len(m.terms)
     B_delta = (m.scale.delta[0] * dot(mi, M)
                + sum((v.absdot("delta", mi) * u.absdot("hat", M) + v.absdot("exact", mi) * u.absdot("delta", M)
@@ -371,7 +373,7 @@ def test_the_score_error_taken_per_sequence_equals_its_defining_bound(case):
                  + d * d + d + r * (2 * d + 1) + 1)
     defined = (m.bilinear(ei, M) + m.bilinear(xi, E) + B_delta + fmt.gamma(2 * d + r + 2) * m.bilinear(mi, M, "hat")
                + underflow * fmt.tiny)
-    error = float_claim.Analysis._score_error(SimpleNamespace(d=d, fmt=fmt), m, M, E)
+    error = float_analysis.Analysis._score_error(SimpleNamespace(d=d, fmt=fmt), m, M, E)
     assert error(mi, ei, xi) == defined
 
 
@@ -383,7 +385,7 @@ def test_the_attention_output_bound_taken_per_mean_equals_its_defining_bound(cas
     + underflow, per coordinate not copied exactly."""
     d, V, mag, e, em, mm, _ = case
     fmt = FORMATS["binary32"]
-    m, r = float_claim.matrix(V, fmt), float_claim.Rounded((as_fmpq(rho),), fmt)
+    m, r = float_analysis.matrix(V, fmt), float_analysis.Rounded((as_fmpq(rho),), fmt)
     copied = [c % 2 == 1 and m.zero_row(c) for c in range(d)]
     g = fmt.gamma(d + len(m.terms) + 3)
     underflow = (len(m.terms) + 1) * sum(mm, fmpq(0)) + d + 2 * len(m.terms) + 2
@@ -394,4 +396,4 @@ def test_the_attention_output_bound_taken_per_mean_equals_its_defining_bound(cas
                        + (underflow + d * sum((abs(u.hat[c]) for u, _ in m.terms), fmpq(0))) * fmt.tiny)
                     for c in range(d))
     analysis = SimpleNamespace(d=d, fmt=fmt, _check_range=lambda value, what: None)
-    assert float_claim.Analysis._sa_out(analysis, (em, mm), r, m, copied)(mag, e) == defined
+    assert float_analysis.Analysis._sa_out(analysis, (em, mm), r, m, copied)(mag, e) == defined

@@ -1,5 +1,5 @@
 """Red-team cases for the float claim: models for which the certified float
-bound (tfcert audit / verify/claims/float.py) is smaller than the deviation
+bound (tfcert audit / verify/float_analysis.py) is smaller than the deviation
 an actual float run (tfcert.floatrun, allowed by docs/float.md) shows.
 Each held while the bug was present; the analysis now either proves a bound
 the float runs respect or refuses to give one (both are sound)."""
@@ -284,7 +284,7 @@ def test_low_rank_v_intermediate_overflow():
 #     and the verifier died with a traceback (TypeError) instead of a verdict.
 # fixed: "softmax over enclosures: the refusal comes before the score table"
 def test_softmax_over_enclosures_with_low_rank_scores_is_refused_not_a_crash():
-    from tfcert.verify.claims.float import Analysis
+    from tfcert.verify.float_analysis import Analysis
 
     blocks = [block(2, A=lr(1), V=lr(1)), block(2, A=lr(0, [((1, 0), (0, 1))]), V=lr(1))]
     m = {"format": "tfcert.model/1", "d": 2, "attention": "softmax", "temperature": "1", "blocks": blocks}

@@ -15,7 +15,7 @@ from tfcert.demo import example_path
 from tfcert.main import main
 from tfcert.verify.check import verify
 from tfcert.verify.enclose import Path
-from tfcert.verify.evaluate import apply_ff_token
+from tfcert.verify.layers import apply_ff_token
 from tfcert.verify.formats import dumps, parse_document, read_model
 
 Q = fmpq

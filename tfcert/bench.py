@@ -496,7 +496,7 @@ def corrupted_check(shape: Shape, cap: float) -> dict:
 def _replay_shard(model, sequences: list, block: int, direction: tuple) -> tuple[float, list, fmpq | None]:
     """The replay with the binary64 analysis on some sequences: seconds, the
     sorted projections after the separation layer, the float bound."""
-    from tfcert.verify.claims.float import Analysis
+    from tfcert.verify.float_analysis import Analysis
     from tfcert.verify.evaluate import Replay
     from tfcert.verify.floats import FORMATS
     from tfcert.verify.numbers import dot

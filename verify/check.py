@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Callable
 
 from tfcert.verify.errors import InputError
-from tfcert.verify.claims import Context, argmax, clusters, exact, hat, separation, size, snap, tau_star, uniform
+from tfcert.verify.claims import ClaimKind, Context, argmax, clusters, exact, hat, separation, size, snap, tau_star, uniform
 from tfcert.verify.claims import float as float_claim
 from tfcert.verify import regions
 from tfcert.verify.evaluate import Replay, Step
@@ -23,7 +23,8 @@ from tfcert.verify.formats import (CERTIFICATE_FORMAT, Document, array, check_fo
                                    number, obj, read_dataset, read_model)
 from tfcert.verify.numbers import show
 
-KINDS = {m.KIND: m for m in (uniform, separation, hat, argmax, clusters, exact, size, snap, tau_star, float_claim)}
+KINDS: dict[str, ClaimKind] = {m.KIND: m for m in (uniform, separation, hat, argmax, clusters, exact, size, snap,
+                                                     tau_star, float_claim)}
 TOP = ("format", "model_sha256", "dataset_sha256", "attention", "theorem", "phases")
 PHASE_NAME = re.compile(r"[A-Za-z0-9_.:/()+ -]{1,80}")  # printed in reports: no control characters
 
@@ -56,7 +57,7 @@ class Report:
 @dataclass(frozen=True)
 class _Parsed:
     phase: str
-    module: object
+    module: ClaimKind
     claim: object
     where: str
 
@@ -156,10 +157,13 @@ def _top_claims(name: str, top: dict, attention: str, claims: list[_Parsed]) -> 
 
 def replay_claims(ctx: Context, claims: list[_Parsed], progress=None, observers: tuple = ()) -> list[Result]:
     """Check static claims, then replay the model once, checking each claim at
-    its layer; results come back in the certificate's order. A tau_star claim speaks about every temperature up to the
-    model's, so its presence asks the replay for enclosures valid there."""
+    its layer; results come back in the certificate's order. A claim that is
+    BELOW asks the replay for enclosures valid at every temperature up to the
+    model's; the trace claims' observers (and ``observers``, a caller's) then
+    follow a second replay at the model's own temperature, where the float
+    run happens and enclosures are tighter."""
     def run(item: _Parsed, step: Step | None) -> Result:
-        if step is not None and not getattr(item.module, "ENCLOSURES", False) and not step.exact:
+        if step is not None and not item.module.ENCLOSURES and not step.exact:
             return Result(item.phase, item.module.KIND, item.block, item.where,
                           (f"block {step.block} {step.layer}: tokens are enclosures, not exact points; "
                            f"a {item.module.KIND} claim cannot be checked there",))
@@ -177,40 +181,42 @@ def replay_claims(ctx: Context, claims: list[_Parsed], progress=None, observers:
         if c.module.LAYER in ("ff", "sa"):
             at[(c.block, c.module.LAYER)].append(c)
     ends = [c for c in claims if c.module.LAYER == "end"]
-    below = any(c.module is tau_star for c in claims)
+    below = any(c.module.BELOW for c in claims)
     inputs = [p.input for p in ctx.dataset.pairs]
-    traces = {id(c): float_claim.Analysis(ctx.model, inputs, c.claim.format)
-              for c in claims if c.module.LAYER == "trace"}
-    analyses = [*traces.values(), *observers]
+    traces = {id(c): c.module.observer(c.claim, ctx) for c in claims if c.module.LAYER == "trace"}
+    following = [*traces.values(), *observers]
     replay = Replay(ctx.model, inputs, below=below)
     n_blocks = len(ctx.model.blocks)
     try:
         for step in replay.steps():
             done.update((id(c), run(c, step)) for c in at.get((step.block, step.layer), ()))
             if not below:
-                for analysis in analyses:
-                    analysis.step(step)
+                follow(following, step)
             if progress and step.layer == "sa":
                 progress(step.block + 1, n_blocks)
-        if below and analyses:  # float runs use the model's temperature: enclosures at τ itself are tighter
-            for step in Replay(ctx.model, inputs).steps():
-                if all(analysis.failure is not None for analysis in analyses):
-                    break  # no bound is left to prove; the enclosures' paths may only grow from here
-                for analysis in analyses:
-                    analysis.step(step)
+        if below:
+            for step in Replay(ctx.model, inputs).steps() if following else ():
+                if all(o.failure is not None for o in following):
+                    break  # nothing is left to prove; the enclosures' paths may only grow from here
+                follow(following, step)
         final = list(replay.tokens)
         end_step = Step(n_blocks, "end", final, final, tuple(replay.lengths), exact=replay.points)
         done.update((id(c), run(c, end_step)) for c in ends)
-        for c in claims:
-            if id(c) in traces:
-                traces[id(c)].finish()
-                done[id(c)] = Result(c.phase, c.module.KIND, c.block, c.where,
-                                     tuple(c.module.check(c.claim, ctx, traces[id(c)])))
+        for o in traces.values():
+            o.finish()
+        done.update((id(c), run(c, traces[id(c)])) for c in claims if id(c) in traces)
     except ArithmeticError as exc:  # the replay's enclosures left the representable range
         stopped = (f"not checked: the replay stopped: {exc}",)
         done.update((id(c), Result(c.phase, c.module.KIND, c.block, c.where, stopped))
                     for c in claims if id(c) not in done)
     return [done[id(c)] for c in claims]  # in certificate order
+
+
+def follow(observers, step: Step) -> None:
+    """Feed one replay step to each observer (float analyses, progress):
+    the one loop every caller of the replay uses."""
+    for o in observers:
+        o.step(step)
 
 
 def verify_files(model: str | Path, dataset: str | Path, certificate: str | Path,

@@ -1,18 +1,54 @@
-"""Claim kinds: one module each. A module defines ``KIND``, ``LAYER`` (the
-replay step it needs: "ff", "sa", "end", or None for a static claim), a
-``parse(raw, where, ctx)`` that validates the claim's fields, and a
-``check(claim, ctx, step)`` that recomputes it and returns the failures
-(an empty list means the claim holds)."""
+"""Claim kinds: one module each, meeting the ``ClaimKind`` protocol below —
+all that check.py knows of a claim. Nothing in the kernel names a kind to
+decide when or how it is checked."""
 from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import cached_property
+from typing import Protocol
 
 from flint import fmpq
 
 from tfcert.verify.errors import InputError
 from tfcert.verify.formats import Dataset, Model, array, integer, number
 from tfcert.verify.numbers import show
+
+
+class ClaimKind(Protocol):
+    """A claim module. ``LAYER``: the replay step it is checked at — "ff" or
+    "sa" (its ``block``'s layer), "end" (the final tokens), None (static,
+    before the replay), or "trace" (it sees every step: see ``TraceKind``).
+    ``ENCLOSURES``: it can be checked where tokens are softmax enclosures
+    rather than exact points. ``BELOW``: it speaks about every temperature up
+    to the model's, so the replay must give enclosures valid there."""
+    KIND: str
+    LAYER: str | None
+    ENCLOSURES: bool
+    BELOW: bool
+
+    def parse(self, raw: dict, where: str, ctx: "Context") -> object:
+        """The claim's fields, validated (InputError naming ``where`` otherwise)."""
+
+    def check(self, claim: object, ctx: "Context", step: object) -> list[str]:
+        """The failures of the recomputed claim; [] when it holds. ``step``:
+        the replay's Step at LAYER (None for a static claim), or the
+        observer of a trace claim once it has seen every step."""
+
+
+class TraceKind(ClaimKind, Protocol):
+    """A claim that follows the whole replay through an observer, fed every
+    step at the model's own temperature, then finished."""
+
+    def observer(self, claim: object, ctx: "Context") -> "Observer":
+        """A fresh observer for this claim."""
+
+
+class Observer(Protocol):
+    failure: str | None  # set once nothing more can be proven: the replay may stop feeding it
+
+    def step(self, step: object) -> None: ...
+
+    def finish(self) -> None: ...
 
 
 @dataclass(frozen=True)

@@ -14,6 +14,7 @@ from tfcert.verify.formats import array, fields, integer
 KIND = "argmax"
 LAYER = "sa"
 ENCLOSURES = True  # reads only the attention, which exists only for exact inputs
+BELOW = False
 
 
 @dataclass(frozen=True)

@@ -12,6 +12,8 @@ from tfcert.verify.numbers import key
 
 KIND = "clusters"
 LAYER = "sa"
+ENCLOSURES = False
+BELOW = False
 
 
 @dataclass(frozen=True)

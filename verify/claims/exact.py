@@ -15,6 +15,7 @@ from tfcert.verify.numbers import Vec, dot, key, show, sub
 KIND = "exact"
 LAYER = "end"
 ENCLOSURES = True  # an enclosure that is not a single point fails the claim
+BELOW = False
 
 
 @dataclass(frozen=True)

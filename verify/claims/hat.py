@@ -18,13 +18,15 @@ from flint import fmpq
 
 from tfcert.verify.errors import InputError
 from tfcert.verify.claims import Context, block_of, stated, token_refs, unit_list
-from tfcert.verify.evaluate import relu
+from tfcert.verify.layers import relu
 from tfcert.verify.formats import FF, array, fields, number, vector
 from tfcert.verify.numbers import Vec, add, dot, scale, show
 from tfcert.verify.regions import ramps_to, zero_outside
 
 KIND = "hat"
 LAYER = "ff"
+ENCLOSURES = False
+BELOW = False
 
 
 @dataclass(frozen=True)

@@ -14,6 +14,8 @@ from tfcert.verify.numbers import Vec, dot, show
 
 KIND = "separation"
 LAYER = "sa"
+ENCLOSURES = False
+BELOW = False
 
 
 @dataclass(frozen=True)

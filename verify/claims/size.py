@@ -18,6 +18,8 @@ from tfcert.verify.numbers import show
 
 KIND = "size"
 LAYER = None
+ENCLOSURES = False
+BELOW = False
 KEYS = ("blocks", "width", "parameters")
 
 THEOREM = {"hardmax": "1.6", "softmax": "1.8"}  # the theorem a model of each attention is measured against

@@ -26,6 +26,7 @@ from tfcert.verify.regions import lands_on, zero_outside
 KIND = "snap"
 LAYER = "ff"
 ENCLOSURES = True
+BELOW = False
 
 
 @dataclass(frozen=True)

@@ -35,11 +35,12 @@ from tfcert.verify.claims import Context, block_of, optional_number, stated
 from tfcert.verify.formats import fields, number
 from tfcert.verify.numbers import show
 from tfcert.verify.enclose import PREC, ball, bounds, noise_bound, rank_one
-from tfcert.verify.evaluate import is_zero_matrix
+from tfcert.verify.layers import is_zero_matrix
 
 KIND = "tau_star"
 LAYER = "sa"
 ENCLOSURES = True
+BELOW = True  # the replay must give enclosures valid at every τ up to the model's (docstring)
 RESOLUTION = 2 ** 16  # step ≤ τ*/RESOLUTION
 TIGHT = fmpq(1, 2 ** 22)  # closed_form·(1 + TIGHT) must break the closed form: 24 bits rounded down
 

@@ -6,11 +6,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from tfcert.verify.claims import Context, block_of
-from tfcert.verify.evaluate import is_zero_matrix
+from tfcert.verify.layers import is_zero_matrix
 from tfcert.verify.formats import fields
 
 KIND = "uniform_attention"
 LAYER = None
+ENCLOSURES = False
+BELOW = False
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,211 @@
+"""Shortcuts: what the replay evaluates, never how. Each one decides which
+tokens or which scores need the formula of layers.py, and is proved here to
+choose a superset of what matters; tests/test_fast_paths.py checks each
+against the formula on random inputs.
+
+* FF support (``ff_support``): with η = 1 a unit group's contribution
+  vanishes outside an interval of its direction, proven exactly from the
+  weights; tokens are kept sorted by projection (``Ranked``), so the tokens
+  inside are found by binary search and every other token is unchanged.
+* planar argmax (``attention_table``): when a hardmax score is a dot product
+  in the plane, the argmax and the runner-up lie among a few points of the
+  keys' convex layers, which are scored exactly as the formula says.
+"""
+from __future__ import annotations
+
+from collections import OrderedDict
+from dataclasses import dataclass
+from math import inf, lcm
+
+from flint import fmpq
+from sortedcontainers import SortedList
+
+from tfcert.verify.formats import FF, LowRank
+from tfcert.verify.layers import ZERO, Attention, Scores, apply_low_rank, attention_of, sparse_dot
+from tfcert.verify.numbers import Vec, dot, key
+
+
+# ---------------------------------------------------------------- planar argmax
+
+def attention_table(A: LowRank, X: list[Vec]) -> list[Attention]:
+    """Every token's hardmax attention in one sequence. When each score is a
+    dot product in the plane — A = Σ u vᵀ of rank one or two (query v·x_i,
+    key u·x_l, a rank-one form padded with a zero), or d = 2 (query A x_i,
+    key x_l) — by convex layers: a sort and a few scores per query. Else
+    from all n² scores."""
+    if len(X) > 2 and A.scale == 0 and 1 <= len(A.terms) <= 2:
+        pad = (ZERO,) * (2 - len(A.terms))
+        return _planar_table([tuple(dot(v, x) for _, v in A.terms) + pad for x in X],
+                             [tuple(dot(u, x) for u, _ in A.terms) + pad for x in X])
+    if len(X) > 2 and len(X[0]) == 2:
+        return _planar_table([apply_low_rank(A, x) for x in X], X)
+    table = Scores(A, X)
+    return [attention_of(table.row(i)) for i in range(len(X))]
+
+
+def _edges(points: list[Vec]) -> list[list[Vec]]:
+    """The boundary of the hull of ``points`` (distinct, sorted) as its edges,
+    each the list of the points on it in order, ends included: Andrew's
+    monotone chains, popping only at a strict right turn, cut where they turn."""
+    def cross(o: Vec, a: Vec, b: Vec) -> fmpq:
+        return (a[0] - o[0]) * (b[1] - o[1]) - (a[1] - o[1]) * (b[0] - o[0])
+
+    edges = []
+    for seq in (points, points[::-1]):
+        chain: list[Vec] = []
+        for p in seq:
+            while len(chain) >= 2 and cross(chain[-2], chain[-1], p) < 0:
+                chain.pop()
+            chain.append(p)
+        edge = chain[:1]
+        if len(chain) == 1:  # one point: an edge of its own
+            edges.append(edge)
+        for k, p in enumerate(chain[1:], 1):
+            edge.append(p)
+            if k == len(chain) - 1 or cross(chain[k - 1], p, chain[k + 1]) != 0:
+                edges.append(edge)
+                edge = [p]
+    return edges
+
+
+def _planar_table(queries: list[Vec], keys: list[Vec]) -> list[Attention]:
+    """Scores q_i·k_l in the plane. For q ≠ 0 the argmax set lies on the
+    boundary L1 of the keys' hull, the best score outside it on L1 or on the
+    boundary L2 of the hull of the keys inside L1 (it is the best of those
+    too). Along an edge a score is monotone, or constant when q is normal to
+    it: the ends of each edge and, on L1, their neighbours carry the best and
+    the second best; an edge whose ends both score best joins the argmax
+    whole. The same Attention as from all n scores."""
+    ids: dict[tuple, list[int]] = {}
+    for l, k in enumerate(keys):
+        ids.setdefault(key(k), []).append(l)
+    points = distinct_sorted(keys)
+    first = _edges(points)
+    on_first = {key(p) for edge in first for p in edge}
+    second = _edges([p for p in points if key(p) not in on_first])
+    near = distinct_sorted([p for e in first for p in (e[:2] + e[-2:])] + [p for e in second for p in (e[0], e[-1])])
+    near_names = [key(p) for p in near]
+    mu = lcm(*(int(v.q) for p in near for v in p))  # the scores in integers: keys times μ, each query times λ
+    whole = [tuple(int(v * mu) for v in p) for p in near]
+    edges = [[key(p) for p in edge] for edge in first]
+    names = [key(q) for q in queries]
+    memo: dict[tuple, Attention] = {}
+    for q, name in zip(queries, names):
+        if name not in memo:
+            if not any(q):
+                memo[name] = Attention(tuple(range(len(keys))), None)
+                continue
+            lam = lcm(*(int(v.q) for v in q))
+            qi = [int(v * lam) for v in q]
+            att = attention_of([qi[0] * p[0] + qi[1] * p[1] for p in whole])  # λμ·score: same order, λμ·gap
+            top = {near_names[a] for a in att.argmax}
+            for edge in edges if len(top) > 1 else ():  # two ends score best: the edge between them too
+                if edge[0] in top and edge[-1] in top:
+                    top.update(edge)
+            memo[name] = Attention(tuple(sorted(l for n in top for l in ids[n])),
+                                   None if att.gap is None else fmpq(att.gap, lam * mu))
+    return [memo[n] for n in names]
+
+
+def distinct_sorted(items: list) -> list:
+    """The distinct items, sorted (sorting, not hashing: rational hashes are slow)."""
+    ordered = sorted(items)
+    return [x for k, x in enumerate(ordered) if k == 0 or x != ordered[k - 1]]
+
+
+# ---------------------------------------------------------------- FF support
+
+@dataclass(frozen=True)
+class Support:
+    """Tokens with ``lo < direction·x < hi`` may change; no others can.
+    ``direction`` None means every token may change."""
+    direction: Vec | None
+    lo: fmpq | None = None
+    hi: fmpq | None = None  # None: unbounded above
+
+
+def ff_support(ff: FF) -> list[Support]:
+    """Where each group of units (same U row) can contribute.
+
+    For a group with offsets b_j the contribution Σ W_j σ(t + b_j), t = u·x,
+    is 0 for t ≤ min(−b_j); for t ≥ max(−b_j) it is (Σ W_j) t + Σ W_j b_j,
+    which vanishes identically iff both sums are the zero vector.
+    """
+    if ff.eta != 1:
+        return [Support(None)]
+    groups: OrderedDict[tuple, tuple[Vec, list[int]]] = OrderedDict()
+    for j, row in enumerate(ff.U):
+        groups.setdefault(key(row), (row, []))[1].append(j)
+    out = []
+    for row, units in groups.values():
+        cols = [tuple(w[j] for w in ff.W) for j in units]
+        if all(all(c == 0 for c in col) for col in cols):
+            continue
+        if all(c == 0 for c in row):  # constant units: a shift of every token
+            if any(ff.b[j] > 0 for j, col in zip(units, cols) if any(c != 0 for c in col)):
+                return [Support(None)]
+            continue
+        breaks = [-ff.b[j] for j in units]
+        slope = [sum((col[i] for col in cols), ZERO) for i in range(len(ff.W))]
+        offset = [sum((col[i] * ff.b[j] for j, col in zip(units, cols)), ZERO)
+                  for i in range(len(ff.W))]
+        compact = all(v == 0 for v in slope) and all(v == 0 for v in offset)
+        out.append(Support(row, min(breaks), max(breaks) if compact else None))
+    return out
+
+
+# ---------------------------------------------------------------- tokens sorted by a value
+
+def _float_key(v: fmpq) -> float:
+    """v to the nearest float (Python's int / int rounds correctly), ±inf
+    beyond the range: monotone, so (float_key(v), v) sorts as v does."""
+    try:
+        return int(v.p) / int(v.q)
+    except OverflowError:
+        return inf if v > 0 else -inf
+
+
+class Ranked:
+    """Token ids sorted by a value each (an exact projection; a bound in the
+    float analysis), as (rounded value, value, id) entries in a
+    sortedcontainers SortedList: a token moves when its value changes in
+    O(log n), where a flat list would shift half of its entries; the float
+    in front settles most comparisons, where comparing rationals is slow."""
+
+    def __init__(self, values: list[fmpq]):
+        self.entry = [(_float_key(v), v, g) for g, v in enumerate(values)]
+        self.ordered = SortedList(self.entry)
+
+    def _cut(self, lo: fmpq, hi: fmpq | None) -> tuple[int, int]:
+        """Positions of the first value > lo and of the first value ≥ hi
+        (ids < len: (v, len) follows every (v, g))."""
+        start = self.ordered.bisect_right((_float_key(lo), lo, len(self.entry)))
+        return start, len(self.ordered) if hi is None else self.ordered.bisect_left((_float_key(hi), hi, -1))
+
+    def inside(self, lo: fmpq, hi: fmpq | None) -> list[int]:
+        """The ids with lo < value < hi (hi None: no upper end)."""
+        return [g for _, _, g in self.ordered.islice(*self._cut(lo, hi))]
+
+    def outside(self, lo: fmpq, hi: fmpq) -> tuple[fmpq | None, fmpq | None]:
+        """The largest value ≤ lo and the least value ≥ hi (None where none is)."""
+        start, stop = self._cut(lo, hi)
+        below = self.ordered[start - 1][1] if start else None
+        return below, self.ordered[stop][1] if stop < len(self.ordered) else None
+
+    def move(self, g: int, new: fmpq) -> None:
+        if new != self.entry[g][1]:
+            self.ordered.remove(self.entry[g])
+            self.entry[g] = (_float_key(new), new, g)
+            self.ordered.add(self.entry[g])
+
+
+class Projections(Ranked):
+    """Ranked by the exact projection on one direction (a sum over the
+    direction's non-zero entries: FF rows are mostly sparse)."""
+
+    def __init__(self, direction: Vec, tokens: list[Vec]):
+        self.direction, self.support = direction, tuple((j, v) for j, v in enumerate(direction) if v)
+        super().__init__([self.of(x) for x in tokens])
+
+    def of(self, x: Vec) -> fmpq:
+        return sparse_dot(self.support, x)
