@@ -14,6 +14,7 @@ from fractions import Fraction
 from types import SimpleNamespace
 
 import pytest
+import rational_float_analysis
 from conftest import REPO
 from flint import fmpq
 from hypothesis import given, settings
@@ -301,10 +302,12 @@ def test_the_float_reach_kept_as_tokens_change_equals_a_fresh_one(name, monkeypa
             for k, row in enumerate(U):
                 if any(w.exact[k] or w.hat[k] for w in W):
                     c = sum(1 for h in row.hat if h) + (b.hat[k] != 0)
-                    err = (row.absdot("exact", self.err[g]) + row.absdot("delta", self.mag[g]) + b.delta[k]
-                           + self.fmt.gamma(max(c, 1)) * (row.absdot("hat", self.mag[g]) + abs(b.hat[k]))
-                           + c * self.fmt.tiny)
-                    assert projection_range(x, row.exact, None)[1] + b.exact[k] + err <= 0, (step.block, g, k)
+                    fa = float_analysis
+                    err = fa.add(row.absdot("exact", self.err[g]), row.absdot("delta", self.mag[g]), b.abs("delta", k),
+                                 fa.mul(self.c.gamma(max(c, 1)), fa.add(row.absdot("hat", self.mag[g]), b.abs("hat", k))),
+                                 fa.mul(c, self.c.tiny))
+                    hi = projection_range(x, row.exact, None)[1] + b.exact[k]
+                    assert hi + fa.rational(err) <= 0, (step.block, g, k)
         seen.append(len(todo) < len(before))
         return todo
 
@@ -362,7 +365,7 @@ def test_the_score_error_taken_per_sequence_equals_its_defining_bound(case):
     |scale|·a·b + Σ (|v|·a)(|u|·b) and B_δ the one of the rounding changes."""
     d, A, mi, ei, xi, M, E = case
     fmt = FORMATS["binary32"]
-    m = float_analysis.matrix(A, fmt)
+    m = rational_float_analysis.matrix(A, fmt)
     r = len(m.terms)
     B_delta = (m.scale.delta[0] * dot(mi, M)
                + sum((v.absdot("delta", mi) * u.absdot("hat", M) + v.absdot("exact", mi) * u.absdot("delta", M)
@@ -373,7 +376,7 @@ def test_the_score_error_taken_per_sequence_equals_its_defining_bound(case):
                  + d * d + d + r * (2 * d + 1) + 1)
     defined = (m.bilinear(ei, M) + m.bilinear(xi, E) + B_delta + fmt.gamma(2 * d + r + 2) * m.bilinear(mi, M, "hat")
                + underflow * fmt.tiny)
-    error = float_analysis.Analysis._score_error(SimpleNamespace(d=d, fmt=fmt), m, M, E)
+    error = rational_float_analysis.Analysis._score_error(SimpleNamespace(d=d, fmt=fmt), m, M, E)
     assert error(mi, ei, xi) == defined
 
 
@@ -385,7 +388,7 @@ def test_the_attention_output_bound_taken_per_mean_equals_its_defining_bound(cas
     + underflow, per coordinate not copied exactly."""
     d, V, mag, e, em, mm, _ = case
     fmt = FORMATS["binary32"]
-    m, r = float_analysis.matrix(V, fmt), float_analysis.Rounded((as_fmpq(rho),), fmt)
+    m, r = rational_float_analysis.matrix(V, fmt), rational_float_analysis.Rounded((as_fmpq(rho),), fmt)
     copied = [c % 2 == 1 and m.zero_row(c) for c in range(d)]
     g = fmt.gamma(d + len(m.terms) + 3)
     underflow = (len(m.terms) + 1) * sum(mm, fmpq(0)) + d + 2 * len(m.terms) + 2
@@ -396,4 +399,4 @@ def test_the_attention_output_bound_taken_per_mean_equals_its_defining_bound(cas
                        + (underflow + d * sum((abs(u.hat[c]) for u, _ in m.terms), fmpq(0))) * fmt.tiny)
                     for c in range(d))
     analysis = SimpleNamespace(d=d, fmt=fmt, _check_range=lambda value, what: None)
-    assert float_analysis.Analysis._sa_out(analysis, (em, mm), r, m, copied)(mag, e) == defined
+    assert rational_float_analysis.Analysis._sa_out(analysis, (em, mm), r, m, copied)(mag, e) == defined

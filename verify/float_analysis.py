@@ -2,12 +2,12 @@
 binary format, beside the exact replay — the proof behind the ``float``
 claim (claims/float.py states what is claimed).
 
-Proof (checked here, never by running floats): forward error analysis in
-the standard model (verify/floats.py) with exact rational bounds, token by
-token, beside the exact replay. A token carries a bound e on |x̂ − x| per
-coordinate. In an FF layer each unit is *off* (pre-activation ≤ −its error
-bound: its relu is exactly 0 in both runs), *on* (≥ +error: linear in both)
-or *uncertain* (relu is 1-Lipschitz); the on units form an affine map
+Proof (checked here, never by running the model in floats): forward error
+analysis in the standard model (verify/floats.py), token by token, beside
+the exact replay. A token carries a bound e on |x̂ − x| per coordinate. In
+an FF layer each unit is *off* (pre-activation ≤ −its error bound: its relu
+is exactly 0 in both runs), *on* (≥ +error: linear in both) or *uncertain*
+(relu is 1-Lipschitz); the on units form an affine map
 M = ηI + Σ_on W_k U_kᵀ through which the incoming error passes as |M|·e —
 so a hat whose units are all on, and cancel, adds only rounding error.
 Tokens outside every unit's reach (found by binary search on the tokens
@@ -17,61 +17,177 @@ must keep its argmax: a unique argmax with gap > 2 × the score error bound,
 or an exact tie of literal zeros (A = 0).
 Overflow is proven absent: every magnitude bound stays below the largest
 finite number.
+
+The arithmetic of the bounds. What the model computes — tokens, projections,
+scores, parameters and their roundings — is exact (rationals from the
+replay). The bounds themselves are binary64 numbers rounded upward, which
+keeps them rigorous and about ten times cheaper than rationals:
+
+* ``up(x)`` is the next binary64 number above x. Round to nearest errs by
+  at most half the spacing on either side of its result, so one operation
+  rounded to nearest and then moved up lies above the exact result —
+  subnormal and underflowing results included (their spacing is 2^-1074);
+* ``add`` sums with ``math.fsum``, correctly rounded (one rounding however
+  many terms), then moves up; a sum of non-negative terms is 0 only when
+  every term is, and is returned as an exact 0 then (zeros decide which
+  coordinates carry error and which units write);
+* ``mul`` and ``div`` move every non-zero product or quotient up;
+* a rational enters through ``fup``/``fdown``: the nearest binary64 number
+  (int / int rounds correctly), moved outward unless it is exactly that
+  number; an arb enclosure (exp) through its rational upper end;
+* lower bounds (a threshold, lo − e) are minus the upper bound of the negation.
+
+Every number a bound is compared against is converted outward (an exact
+gap down, an exact projection up), so each comparison is implied by the
+exact one it stands for. The stated bound is the final binary64 bound as an
+exact rational. tests/rational_float_analysis.py is the same analysis in
+exact rationals: on every bundle of the tests the rational bound ≤ this
+bound ≤ 2 × the rational bound (tests/test_float_fast.py).
 """
 from __future__ import annotations
 
 from bisect import bisect_right
 from dataclasses import dataclass
+from functools import lru_cache
+from math import fsum, inf, nextafter
 
 from flint import arb, ctx, fmpq
 
 from tfcert.verify.enclose import PREC, bounds, coordinate_range, is_point, projection_range
-from tfcert.verify.layers import Scores
-from tfcert.verify.shortcuts import Ranked
-from tfcert.verify.floats import Format, round_nearest, up
+from tfcert.verify.floats import Format, round_nearest
 from tfcert.verify.formats import SA, LowRank, Model
-from tfcert.verify.numbers import Vec, dot, key
+from tfcert.verify.layers import Scores
+from tfcert.verify.numbers import Vec, key
+from tfcert.verify.shortcuts import Ranked
 
 EXP_ULPS = 2  # documented accuracy of exp: 2 ulps (relative error ≤ 4u; 2·tiny below the normal range)
-ZERO = fmpq(0)
 WHICH = ("exact", "hat", "delta")  # the three tuples of a Rounded
+
+
+# ---------------------------------------------------------------- upward binary64 arithmetic
+
+def up(x: float) -> float:
+    """The next binary64 number above x: above the exact result of the one
+    operation that rounded to x."""
+    return nextafter(x, inf)
+
+
+def add(*terms: float) -> float:
+    """An upper bound on the sum (exact 0 when it is 0: fsum's correctly
+    rounded sum of floats is 0 only when the exact sum is)."""
+    s = fsum(terms)
+    return up(s) if s else 0.0
+
+
+def mul(a: float, b: float) -> float:
+    """An upper bound on a·b (an exact 0 when a factor is 0)."""
+    return up(a * b) if a and b else 0.0
+
+
+def div(a: float, b: float) -> float:
+    """An upper bound on a/b for b > 0."""
+    return up(a / b) if a else 0.0
+
+
+def dot(a, b) -> float:
+    """An upper bound on Σ a_j·b_j for a, b ≥ 0."""
+    return add(*(mul(x, y) for x, y in zip(a, b) if x and y))
+
+
+def fup(q: fmpq) -> float:
+    """The least binary64 number ≥ q, or one above it (inf beyond the range)."""
+    if not q:
+        return 0.0
+    num, den = int(q.p), int(q.q)
+    try:
+        f = num / den  # correctly rounded
+    except OverflowError:
+        return inf if q > 0 else -inf
+    exact = not den & (den - 1) and f not in (0.0, inf, -inf) and rational(f) == q  # only a dyadic can be exact
+    return f if exact else up(f)
+
+
+def fdown(q: fmpq) -> float:
+    return -fup(-q)
+
+
+def sub_down(a: float, b: float) -> float:
+    """A lower bound on a − b."""
+    s = a - b  # 0 only when a = b, exactly (gradual underflow)
+    return nextafter(s, -inf) if s else 0.0
+
+
+def rational(x: float) -> fmpq:
+    """A binary64 number as the exact rational it is."""
+    return fmpq(*x.as_integer_ratio())
+
+
+def arb_up(x: arb) -> float:
+    return fup(bounds(x)[1])
+
+
+@dataclass(frozen=True)
+class Constants:
+    """A format's constants as binary64 upper bounds (``gamma`` per k)."""
+    unit: float
+    tiny: float
+    normal: float
+    largest: float
+    fmt: Format
+
+    def gamma(self, k: int) -> float:
+        return _gamma(self.fmt, k)
+
+
+@lru_cache(maxsize=None)
+def _gamma(fmt: Format, k: int) -> float:
+    return fup(fmt.gamma(k))
+
+
+def constants(fmt: Format) -> Constants:
+    # u, tiny, the least normal and the largest number of every format are binary64 numbers
+    return Constants(fup(fmt.unit), fup(fmt.tiny), fup(fmt.normal), fup(fmt.largest), fmt)
 
 
 # ---------------------------------------------------------------- small vector bounds
 
 class Rounded:
     """One parameter tuple and its rounding to the format: ``hat`` the
-    rounded values, ``delta`` |rounded − exact|."""
+    rounded values, ``delta`` |rounded − exact| (exact rationals); for the
+    bounds, upper bounds on |exact|, |hat| and delta as binary64 numbers."""
 
     def __init__(self, values, fmt: Format):
         self.exact = tuple(values)
         self.hat = tuple(round_nearest(v, fmt) for v in self.exact)
-        self.delta = tuple(abs(h - v) for h, v in zip(self.hat, self.exact))
+        delta = tuple(abs(h - v) for h, v in zip(self.hat, self.exact))
+        self.bounds = {"exact": tuple(fup(abs(v)) for v in self.exact),
+                       "hat": tuple(fup(abs(h)) for h in self.hat),  # exact: every format's numbers are binary64's
+                       "delta": tuple(map(fup, delta))}
         self.support = tuple(j for j, (v, h) in enumerate(zip(self.exact, self.hat)) if v or h)
-        self.nonzero = {which: tuple(j for j in self.support if getattr(self, which)[j]) for which in WHICH}
+        self.nonzero = {which: tuple(j for j in self.support if self.bounds[which][j]) for which in WHICH}
         self.count = len(self.nonzero["hat"])
+        self.rounded = any(delta)
         self.power = None  # (j, v): the one entry, v = ±2^k, when the tuple is that exactly (for Sterbenz)
-        if self.count == 1 and not any(self.delta):  # every entry exact: none rounded to (or from) 0
+        if self.count == 1 and not self.rounded:  # every entry exact: none rounded to (or from) 0
             j = self.nonzero["hat"][0]
             num, den = abs(int(self.hat[j].p)), int(self.hat[j].q)
             if not num & (num - 1) and not den & (den - 1):
                 self.power = (j, self.hat[j])
 
     def dot(self, x) -> fmpq:
-        """exact · x over the entries that are not 0."""
-        total = ZERO
+        """exact · x over the entries that are not 0, exactly."""
+        total = fmpq(0)
         for j in self.support:
             total += self.exact[j] * x[j]
         return total
 
-    def absdot(self, which: str, b) -> fmpq:
-        """Σ |self_j|·b_j over the entries that are not 0, b ≥ 0."""
-        values = getattr(self, which)
-        total = ZERO
-        for j in self.nonzero[which]:
-            if b[j]:
-                total += abs(values[j]) * b[j]
-        return total
+    def absdot(self, which: str, b) -> float:
+        """Σ |self_j|·b_j (an upper bound) over the entries that are not 0, b ≥ 0."""
+        values = self.bounds[which]
+        return add(*(mul(values[j], b[j]) for j in self.nonzero[which] if b[j]))
+
+    def abs(self, which: str, j: int) -> float:
+        return self.bounds[which][j]
 
 
 @dataclass(frozen=True)
@@ -93,39 +209,41 @@ class Matrix:
 
     def apply_abs(self, a, which: str = "exact") -> list:
         """|M|·a for a ≥ 0, with the exact or the rounded parameters."""
-        s = abs(getattr(self.scale, which)[0])
-        out = [s * x for x in a]
+        s = self.scale.abs(which, 0)
+        parts = [[mul(s, x)] for x in a]
         for u, v in self.terms:
             c = v.absdot(which, a)
             if c:
-                out = [o + abs(ui) * c for o, ui in zip(out, getattr(u, which))]
-        return out
+                for part, ui in zip(parts, u.bounds[which]):
+                    part.append(mul(ui, c))
+        return [add(*p) for p in parts]
 
     def apply_delta(self, a) -> list:
         """A bound on |(M̂ − M)|·a."""
-        out = [self.scale.delta[0] * x for x in a]
+        parts = [[mul(self.scale.abs("delta", 0), x)] for x in a]
         for u, v in self.terms:
             c1, c2 = v.absdot("hat", a), v.absdot("delta", a)
-            out = [o + ud * c1 + abs(ue) * c2 for o, ud, ue in zip(out, u.delta, u.exact)]
-        return out
+            for part, ud, ue in zip(parts, u.bounds["delta"], u.bounds["exact"]):
+                part += (mul(ud, c1), mul(ue, c2))
+        return [add(*p) for p in parts]
 
-    def bilinear(self, a, b, which: str = "exact") -> fmpq:
+    def bilinear(self, a, b, which: str = "exact") -> float:
         """B(a, b) = |scale|·a·b + Σ (|v|·a)(|u|·b): bounds |⟨M x, y⟩| for |x| ≤ a, |y| ≤ b."""
-        total = abs(getattr(self.scale, which)[0]) * sum((x * y for x, y in zip(a, b)), ZERO)
-        for u, v in self.terms:
-            total += v.absdot(which, a) * u.absdot(which, b)
-        return total
+        return add(mul(self.scale.abs(which, 0), dot(a, b)),
+                   *(mul(v.absdot(which, a), u.absdot(which, b)) for u, v in self.terms))
 
 
 def matrix(m: LowRank, fmt: Format) -> Matrix:
     return Matrix(Rounded((m.scale,), fmt), tuple((Rounded(u, fmt), Rounded(v, fmt)) for u, v in m.terms))
 
 
-def approx(q: fmpq) -> str:
-    """A rational for a message: 3 significant digits, or its power of two
+def approx(q: fmpq | float) -> str:
+    """A number for a message: 3 significant digits, or its power of two
     when a float cannot hold it."""
     if q == 0:
         return "0"
+    if isinstance(q, float):
+        return f"{q:.3g}"
     bits = int(abs(q.p)).bit_length() - int(q.q).bit_length()
     return f"{float(q):.3g}" if abs(bits) < 1000 else f"{'-' if q < 0 else ''}2^{bits}"
 
@@ -139,13 +257,15 @@ class Failed(Exception):
 class Analysis:
     """Forward error bounds of the float run, fed the exact replay one step
     at a time. ``failure`` is set at the first layer where no bound can be
-    given; ``bound`` is the final max error otherwise."""
+    given; ``bound`` (an exact rational) is the final max error otherwise."""
 
     def __init__(self, model: Model, sequences, fmt: Format, give_up_above: fmpq | None = None):
         """``give_up_above``: stop (as a failure) once some error bound exceeds
         it — for a caller that only wants useful bounds (construct)."""
         self.model, self.fmt, self.d = model, fmt, model.d
+        self.c = constants(fmt)
         self.give_up_above = give_up_above
+        self._give_up = None if give_up_above is None else fdown(give_up_above)
         self.offsets, flat = [], []
         self.longest = max(map(len, sequences), default=0)
         for seq in sequences:
@@ -171,13 +291,13 @@ class Analysis:
         return [j, g - self.offsets[j]]
 
     def _input_error(self, x: Vec) -> tuple:
-        return tuple(abs(round_nearest(v, self.fmt) - v) for v in x)
+        return tuple(fup(abs(round_nearest(v, self.fmt) - v)) for v in x)
 
     def _mag(self, x, e) -> list:
         """Per coordinate: a bound on |x̂| (and on |x| over the enclosure)."""
         if is_point(x):
-            return [up(abs(v) + ej) if v or ej else ZERO for v, ej in zip(x, e)]
-        return [up(max(abs(lo), abs(hi)) + ei) for (lo, hi), ei in
+            return [add(fup(abs(v)), ej) if ej else fup(abs(v)) for v, ej in zip(x, e)]
+        return [add(fup(max(abs(lo), abs(hi))), ei) for (lo, hi), ei in
                 ((coordinate_range(x, j), e[j]) for j in range(self.d))]
 
     def _refresh(self, flat) -> None:
@@ -186,10 +306,10 @@ class Analysis:
         |x̂| and the largest error; the reach lists are built again when asked."""
         self.reach: dict[tuple, tuple[Rounded, Ranked]] = {}  # by key(row.exact)
         self.mag = [self._mag(x, e) for x, e in zip(flat, self.err)]
-        self.X = [max(column) for column in zip(*self.mag)] if self.mag else [ZERO] * self.d  # mags are ≥ 0
-        self.worst = ZERO  # the largest error bound, kept only for give_up_above
+        self.X = [max(column) for column in zip(*self.mag)] if self.mag else [0.0] * self.d  # mags are ≥ 0
+        self.worst = 0.0  # the largest error bound, kept only for give_up_above
         if self.give_up_above is not None:
-            self.worst = max((max(e, default=ZERO) for e in self.err), default=ZERO)
+            self.worst = max((max(e, default=0.0) for e in self.err), default=0.0)
 
     def _widen(self, g: int, x) -> None:
         """Token g is now x with error err[g]: its magnitude, the maxima, and
@@ -202,10 +322,10 @@ class Analysis:
         if self.give_up_above is not None:
             self.worst = max(self.worst, *e)
 
-    def _check_range(self, value: fmpq, what: str) -> None:
+    def _check_range(self, value: float, what: str) -> None:
         """Every partial sum of terms whose magnitudes add up to ``value`` is at
         most (1 + γ)·value ≤ 2·value: below the largest number, nothing overflows."""
-        if 2 * value >= self.fmt.largest:
+        if 2 * value >= self.c.largest:
             raise Failed(f"{what} may overflow {self.fmt.name} (magnitude bound {approx(value)})")
 
     def _rounded(self, k: int, layer: str):
@@ -238,33 +358,32 @@ class Analysis:
         flat_before, flat_after = step.flat_before, step.flat_after
         where = f"block {step.block} {step.layer.upper()}"
         try:
-            with ctx.workprec(PREC):
-                if step.layer == "ff":
-                    self._ff(step, flat_before, flat_after, where)
-                else:
-                    self._sa(step, flat_before, flat_after, where)
-                if self.give_up_above is not None and self.worst > self.give_up_above:
-                    raise Failed(f"an error bound exceeds {approx(self.give_up_above)}")
+            if step.layer == "ff":
+                self._ff(step, flat_before, flat_after, where)
+            else:
+                self._sa(step, flat_before, flat_after, where)
+            if self._give_up is not None and self.worst > self._give_up:
+                raise Failed(f"an error bound exceeds {approx(self.give_up_above)}")
         except (Failed, OverflowError) as exc:
             self.failure = f"{where}: {exc}" + (f" (the first ReLU a float run may switch: {self.uncertain})"
                                                  if self.uncertain else "")
-        except ArithmeticError as exc:
+        except (ArithmeticError, ValueError) as exc:  # ValueError: inf − inf in a sum (fsum)
             self.failure = f"{where}: not checked: {exc}"
 
     def finish(self) -> None:
         if self.failure is None:
-            self.bound = max((max(e, default=ZERO) for e in self.err), default=ZERO)
+            self.bound = rational(max((max(e, default=0.0) for e in self.err), default=0.0))
 
     # ---- feed-forward
 
     def _ff(self, step, before, after, where: str) -> None:
         eta, U, b, W, writers = self._rounded(step.block, "ff")
-        for k, (row, bk) in enumerate(zip(U, b.hat)):
-            self._check_range(row.absdot("hat", self.X) + abs(bk), f"unit {k}'s pre-activation")
+        for k, row in enumerate(U):
+            self._check_range(add(row.absdot("hat", self.X), b.abs("hat", k)), f"unit {k}'s pre-activation")
         todo = self._ff_reach(step, before, U, b, W, eta)
         done: dict[tuple, tuple] = {}  # equal tokens with equal errors (a cluster at a snap): one bound
         for g in todo:
-            same = (key(before[g]), key(self.err[g])) if is_point(before[g]) else None
+            same = (key(before[g]), self.err[g]) if is_point(before[g]) else None
             if same not in done:
                 done[same] = self._ff_token(before[g], self.err[g], self.mag[g], eta, U, b, W, writers,
                                             lambda: f"{where}: token {self._ref(g)}")
@@ -275,15 +394,15 @@ class Analysis:
             for g in todo:
                 self._widen(g, after[g])
 
-    def _slack(self, row: Rounded, g: int, x: Vec) -> fmpq:
-        """w·x plus a bound on the error of w·x̂ + b̂ for token g (its own
-        magnitude and error) but for the bias's part: b's rounding, γ|b̂| and
-        the underflow terms, with γ and the underflow counting the bias as a
-        term whatever it is. A unit on row w is off for g when this is at
+    def _slack(self, row: Rounded, g: int, x: Vec) -> float:
+        """An upper bound on w·x plus the error of w·x̂ + b̂ for token g (its
+        own magnitude and error) but for the bias's part: b's rounding, γ|b̂|
+        and the underflow terms, with γ and the underflow counting the bias as
+        a term whatever it is. A unit on row w is off for g when this is at
         most −b − that part (as in _ff_token, where it is the error bound)."""
-        c = row.count + 1
-        return (row.dot(x) + row.absdot("delta", self.mag[g]) + row.absdot("exact", self.err[g])
-                + self.fmt.gamma(c) * row.absdot("hat", self.mag[g]))
+        mag = self.mag[g]
+        return add(fup(row.dot(x)), row.absdot("delta", mag), row.absdot("exact", self.err[g]),
+                   mul(self.c.gamma(row.count + 1), row.absdot("hat", mag)))
 
     def _ff_reach(self, step, before, U, b, W, eta) -> list[int]:
         """Tokens that some unit may reach: every other token has all its
@@ -297,7 +416,8 @@ class Analysis:
             if not any(w.exact[k] or w.hat[k] for w in W):
                 continue  # a unit that writes nothing: 0·relu(finite) = 0 exactly
             c = row.count + 1
-            threshold = -b.exact[k] - b.delta[k] - self.fmt.gamma(c) * abs(b.hat[k]) - c * self.fmt.tiny
+            rest = add(b.abs("delta", k), mul(self.c.gamma(c), b.abs("hat", k)), mul(c, self.c.tiny))
+            threshold = sub_down(fdown(-b.exact[k]), rest)  # a lower bound on −b − rest
             if not any(row.exact):
                 if threshold < 0:
                     return list(range(len(before)))  # a constant unit that may be on: it shifts every token
@@ -316,36 +436,39 @@ class Analysis:
             return False
         j, v = row.power
         lo, hi = (x[j], x[j]) if is_point(x) else coordinate_range(x, j)
-        a_lo, a_hi = sorted((v * (lo - e[j]), v * (hi + e[j])))
+        ej = rational(e[j])
+        a_lo, a_hi = sorted((v * (lo - ej), v * (hi + ej)))
         y = -b.hat[k]
+        normal = self.fmt.normal
         if y == 0:
-            return a_lo > 0 and a_lo >= self.fmt.normal or a_hi < 0 and -a_hi >= self.fmt.normal
+            return a_lo > 0 and a_lo >= normal or a_hi < 0 and -a_hi >= normal
         if y < 0:
             a_lo, a_hi, y = -a_hi, -a_lo, -y
-        return a_lo >= y / 2 and a_hi <= 2 * y and a_lo >= self.fmt.normal
+        return a_lo >= y / 2 and a_hi <= 2 * y and a_lo >= normal
 
     def _ff_token(self, x, e, mag, eta, U, b, W, writers, where) -> tuple:
         """``mag``: the token's magnitude bound; ``writers[i]``: the units with a
         nonzero weight on output coordinate i (exact or rounded); ``where()``
         names the token for a message."""
-        fmt, d = self.fmt, self.d
+        c, d = self.c, self.d
         status, dz, rho, smag = [], [], [], []
         for k, row in enumerate(U):
             lo, hi = (row.dot(x),) * 2 if is_point(x) else projection_range(x, row.exact, None)
             lo, hi = lo + b.exact[k], hi + b.exact[k]
             if self._sterbenz(x, e, row, b, k):
-                rounding = b.delta[k]
+                rounding = b.abs("delta", k)
             else:
-                c = row.count + (b.hat[k] != 0)
-                scaled = row.absdot("hat", mag) + abs(b.hat[k])
-                rounding = row.absdot("delta", mag) + b.delta[k] + fmt.gamma(max(c, 1)) * scaled + c * fmt.tiny
-            err = row.absdot("exact", e) + rounding
-            if hi + err <= 0:
+                n = row.count + (b.hat[k] != 0)
+                scaled = add(row.absdot("hat", mag), b.abs("hat", k))
+                rounding = add(row.absdot("delta", mag), b.abs("delta", k), mul(c.gamma(max(n, 1)), scaled),
+                               mul(n, c.tiny))
+            err = add(row.absdot("exact", e), rounding)
+            if add(fup(hi), err) <= 0:
                 status.append("off")
-                smag.append(ZERO)
+                smag.append(0.0)
             else:
-                status.append("on" if lo - err >= 0 else "uncertain")
-                smag.append(max(abs(lo), abs(hi)) + err)
+                status.append("on" if sub_down(fdown(lo), err) >= 0 else "uncertain")
+                smag.append(add(fup(max(abs(lo), abs(hi))), err))
                 if status[-1] == "uncertain" and self.uncertain is None:
                     self.uncertain = (f"{where()}: unit {k}'s pre-activation [{approx(lo)}, {approx(hi)}] "
                                       f"is within its error bound {approx(err)} of 0")
@@ -354,33 +477,32 @@ class Analysis:
         copy = eta.exact[0] == 1 and eta.hat[0] == 1
         plain = copy or eta.exact[0] == 0 and eta.hat[0] == 0
         # where no live unit writes, every term but η̂ x̂_i is 0·relu or Ŵ·0: x̂_i + 0 + … = x̂_i, 0·x̂_i + … = 0
-        out = list(e) if copy else [ZERO] * d
+        out = list(e) if copy else [0.0] * d
         erred = [j for j, v in enumerate(e) if v]
         for i in range(d):
             live = [k for k in writers[i] if status[k] != "off"]
             if plain and not live:
                 continue
-            total = abs(eta.delta[0]) * mag[i]
-            terms = abs(eta.hat[0]) * mag[i]
+            total = [mul(eta.abs("delta", 0), mag[i])]
+            terms = [mul(eta.abs("hat", 0), mag[i])]
             count = int(eta.hat[0] != 0)
             on = []
             for k in live:
-                w, wd, wh = W[i].exact[k], W[i].delta[k], W[i].hat[k]
                 if status[k] == "on":
-                    if w:
+                    if W[i].exact[k]:
                         on.append(k)
-                        total += abs(w) * rho[k]
+                        total.append(mul(W[i].abs("exact", k), rho[k]))
                 else:
-                    total += abs(w) * dz[k]
-                total += wd * smag[k]
-                terms += abs(wh) * smag[k]
-                count += wh != 0
+                    total.append(mul(W[i].abs("exact", k), dz[k]))
+                total.append(mul(W[i].abs("delta", k), smag[k]))
+                terms.append(mul(W[i].abs("hat", k), smag[k]))
+                count += W[i].hat[k] != 0
+            terms = add(*terms)
             self._check_range(terms, f"coordinate {i + 1} of the FF output")
             for j in erred:  # |M|·e, M's row i = η e_i + Σ_on W_ik U_k, over the j with e_j ≠ 0
-                m = (eta.exact[0] if j == i else ZERO) + sum((W[i].exact[k] * U[k].exact[j] for k in on), ZERO)
-                total += abs(m) * e[j]
-            total += fmt.gamma(max(count, 1)) * terms + count * fmt.tiny
-            out[i] = up(total)
+                m = (eta.exact[0] if j == i else fmpq(0)) + sum((W[i].exact[k] * U[k].exact[j] for k in on), fmpq(0))
+                total.append(mul(fup(abs(m)), e[j]))
+            out[i] = add(*total, mul(c.gamma(max(count, 1)), terms), mul(count, c.tiny))
         return tuple(out)
 
     # ---- attention
@@ -393,10 +515,11 @@ class Analysis:
         scores = A.bilinear(self.X, self.X, "hat")
         self._check_range(scores, "an attention score")
         # the low-rank form's scale·⟨x_i, x_l⟩ forms ⟨x̂_i, x̂_l⟩ first, with a scale of 0 too (0·inf = NaN)
-        self._check_range(sum((x * x for x in self.X), ZERO), "⟨x_i, x_l⟩ (before the scale)")
-        self._check_range(self.longest * max(self.X, default=ZERO), "the sum of an attention average")
+        self._check_range(dot(self.X, self.X), "⟨x_i, x_l⟩ (before the scale)")
+        self._check_range(mul(self.longest, max(self.X, default=0.0)), "the sum of an attention average")
         if softmax:
-            self._check_range(scores / round_nearest(self.model.temperature, self.fmt), "a scaled attention score")
+            self._check_range(div(scores, fdown(round_nearest(self.model.temperature, self.fmt))),
+                              "a scaled attention score")
         if rho.exact[0] == 1 and rho.hat[0] == 1 and V.literal_zero:
             return  # x̂ + 0·(finite) = x̂ exactly
         plain = rho.exact[0] == rho.hat[0] and rho.hat[0] in (0, 1)  # ρ̂ x̂_c is x̂_c or 0, exactly
@@ -431,48 +554,50 @@ class Analysis:
     def _check_matrix(self, m: Matrix, name: str) -> None:
         """A dense scale·I + Σ u vᵀ, its product with any token (or a mean of
         tokens: 2X bounds one) and the low-rank intermediates v·x, u·x stay finite."""
-        entry = abs(m.scale.hat[0]) + sum((max(map(abs, u.hat)) * max(map(abs, v.hat)) for u, v in m.terms), ZERO)
+        entry = add(m.scale.abs("hat", 0), *(mul(max(u.bounds["hat"]), max(v.bounds["hat"])) for u, v in m.terms))
         self._check_range(entry, f"an entry of {name}")
         self._check_range(2 * max(m.apply_abs(self.X, "hat")), f"{name} times a token")
         for u, v in m.terms:
             self._check_range(2 * max(u.absdot("hat", self.X), v.absdot("hat", self.X)), f"a low-rank product of {name}")
 
     def _uniform(self, mags, errs) -> tuple:
-        n = len(mags)
-        e = [sum((err[c] for err in errs), ZERO) / n for c in range(self.d)]
-        m = [sum((mg[c] for mg in mags), ZERO) / n for c in range(self.d)]
-        g = self.fmt.gamma(n + 1)
-        return [up(ec + g * mc + n * self.fmt.tiny) for ec, mc in zip(e, m)], m
+        n, c = len(mags), self.c
+        e = [div(add(*column), n) for column in zip(*errs)]
+        m = [div(add(*column), n) for column in zip(*mags)]
+        g = c.gamma(n + 1)
+        return [add(ec, mul(g, mc), mul(n, c.tiny)) for ec, mc in zip(e, m)], m
 
     def _score_error(self, A: Matrix, M, E):
         """A bound on |ŝ_il − s_il| for every l of a sequence (M, E its maxima),
-        as a function of token i's magnitude mi, error ei and |x_i|. The
-        sequence's side of each bilinear bound, (|u|·M) and the like, is taken
-        once here, not once per token."""
+        as a function of token i's magnitude mi, error ei and |x_i| (bounds).
+        The sequence's side of each bilinear bound, (|u|·M) and the like, is
+        taken once here, not once per token."""
         d, r = self.d, len(A.terms)
-        sM = sum(M, ZERO)
-        s, sd, sh = abs(A.scale.exact[0]), A.scale.delta[0], abs(A.scale.hat[0])
+        sM = add(*M)
+        s, sd, sh = (A.scale.abs(which, 0) for which in ("exact", "delta", "hat"))
         uM = [(u.absdot("exact", M), u.absdot("exact", E), u.absdot("hat", M), u.absdot("delta", M))
               for u, _ in A.terms]
-        u_hat_M = sum((m[2] for m in uM), ZERO)
-        g = self.fmt.gamma(2 * d + r + 2)
+        u_hat_M = add(*(m[2] for m in uM))
+        g = self.c.gamma(2 * d + r + 2)
+        fixed = float(d * d + d + r * (2 * d + 1) + 1)  # the last products (an integer below 2^53)
 
-        def error(mi, ei, xi_abs) -> fmpq:
-            lowrank = u_hat_M + sum((v.absdot("hat", mi) for _, v in A.terms), ZERO)  # |u|·|x_l| + |v|·|x_i|
-            smi = sum(mi, ZERO)
+        def error(mi, ei, xi_abs) -> float:
+            lowrank = add(u_hat_M, *(v.absdot("hat", mi) for _, v in A.terms))  # |u|·|x_l| + |v|·|x_i|
+            smi = add(*mi)
             # underflows (tiny/2 each, counted as tiny: the slack covers the roundings they pass through),
             # each times what later multiplies it
-            underflow = ((r + 1) * smi * sM  # an entry of the dense Â: r + 1 products
-                         + (d + r + 1) * (smi + sM)  # a coordinate of Â x̂_i (Âᵀ x̂_l) times x̂_l's (x̂_i's)
-                         + d * (lowrank + sh)  # v·x̂_i, u·x̂_l, ⟨x̂_i, x̂_l⟩ times the other factor, the scale
-                         + d * d + d + r * (2 * d + 1) + 1)  # the last products
-            total = underflow * self.fmt.tiny
+            underflow = add(mul(r + 1, mul(smi, sM)),  # an entry of the dense Â: r + 1 products
+                            mul(d + r + 1, add(smi, sM)),  # a coordinate of Â x̂_i (Âᵀ x̂_l) times x̂_l's (x̂_i's)
+                            mul(d, add(lowrank, sh)),  # v·x̂_i, u·x̂_l, ⟨x̂_i, x̂_l⟩ times the other factor, the scale
+                            fixed)
+            total = [mul(underflow, self.c.tiny)]
             if s or sd or sh:  # the dense part: |scale|·a·b for each bilinear bound
-                total += s * (dot(ei, M) + dot(xi_abs, E)) + (sd + g * sh) * dot(mi, M)
+                total += (mul(s, add(dot(ei, M), dot(xi_abs, E))), mul(add(sd, mul(g, sh)), dot(mi, M)))
             for (_, v), (ue, uE, uh, ud) in zip(A.terms, uM):
-                total += (v.absdot("exact", ei) * ue + v.absdot("exact", xi_abs) * uE
-                          + v.absdot("delta", mi) * uh + v.absdot("exact", mi) * ud + g * v.absdot("hat", mi) * uh)
-            return total
+                total += (mul(v.absdot("exact", ei), ue), mul(v.absdot("exact", xi_abs), uE),
+                          mul(v.absdot("delta", mi), uh), mul(v.absdot("exact", mi), ud),
+                          mul(g, mul(v.absdot("hat", mi), uh)))
+            return add(*total)
         return error
 
     def _seq_max(self, vectors) -> list:
@@ -485,8 +610,8 @@ class Analysis:
         for i, (att, x, e) in enumerate(zip(attention, seq, errs)):
             if len(att.argmax) > 1:
                 raise Failed(f"token [{j}, {i}]: tied argmax {list(att.argmax)}; the float run may break the tie")
-            delta = up(score_error(mags[i], e, [abs(v) for v in x]))
-            if att.gap is not None and not att.gap > 2 * delta:
+            delta = score_error(mags[i], e, [fup(abs(v)) for v in x])
+            if att.gap is not None and not fdown(att.gap) > 2 * delta:
                 raise Failed(f"token [{j}, {i}]: argmax gap {approx(att.gap)} ≤ 2 × score error {approx(delta)}")
             a = att.argmax[0]
             out.append((errs[a], mags[a]))  # one argmax: copied exactly
@@ -503,58 +628,69 @@ class Analysis:
         if not all(is_point(x) for x in seq):
             raise Failed("softmax attention over enclosures (a second scored layer) is not analysed")
         table = Scores(sa.A, list(seq))
-        fmt, n, d = self.fmt, len(seq), self.d
+        fmt, c, n, d = self.fmt, self.c, len(seq), self.d
         tau = self.model.temperature
         tau_hat = round_nearest(tau, fmt)
-        inv_err = abs(1 / tau_hat - 1 / tau)
+        tau_f = fdown(tau_hat)  # a number of the format: exact
+        inv_err = fup(abs(1 / tau_hat - 1 / tau))
         M, E = self._seq_max(mags), self._seq_max(errs)
-        g = fmt.gamma(n + 2)
-        ulp4 = 2 * EXP_ULPS * fmt.unit
-        norm = (1 + fmt.unit) / ((1 - ulp4) * (1 - g))
-        floor = 2 * (n + 1) * fmt.tiny
+        gq = fmt.gamma(n + 2)
+        g = fup(gq)
+        ulp4q = 2 * EXP_ULPS * fmt.unit
+        ulp4 = fup(ulp4q)
+        norm = fup((1 + fmt.unit) / ((1 - ulp4q) * (1 - gq)))
+        floor = fup(2 * (n + 1) * fmt.tiny)
+        n_tiny = mul(n, c.tiny)
         score_error = self._score_error(A, M, E)
+        distance: dict[int, list] = {}  # per argmax token a: |x_l − x_a| per l and coordinate
         out = []
         for i, (x, e) in enumerate(zip(seq, errs)):
-            s = [ZERO] * n if A.literal_zero else table.row(i)
-            ds = ZERO if A.literal_zero else up(score_error(mags[i], e, [abs(v) for v in x]))
+            s = [fmpq(0)] * n if A.literal_zero else table.row(i)
+            ds = 0.0 if A.literal_zero else score_error(mags[i], e, [fup(abs(v)) for v in x])
             smax = max(s)
-            big = max(abs(v) for v in s)
-            self._check_range((big + ds) / tau_hat, "a scaled attention score")
-            err_t = up(ds / tau_hat + big * inv_err + 2 * fmt.unit * (big + ds) / tau_hat + fmt.tiny)
-            delta = up(2 * err_t + fmt.unit * (max((smax - v) / tau for v in s) + 2 * err_t))
+            big = fup(max(abs(v) for v in s))
+            scaled = div(add(big, ds), tau_f)
+            self._check_range(scaled, "a scaled attention score")
+            err_t = add(div(ds, tau_f), mul(big, inv_err), mul(2 * c.unit, scaled), c.tiny)
+            delta = add(2 * err_t, mul(c.unit, add(fup(max((smax - v) / tau for v in s)), 2 * err_t)))
             with ctx.workprec(PREC):
-                kappa = bounds((2 * arb(delta)).exp() * arb(norm * (1 + ulp4)) - 1)[1]
-                w = [min(fmpq(1), bounds(arb((v - smax) / tau).exp())[1]) for v in s]
+                d_arb = arb(rational(delta))
+                kappa = arb_up((2 * d_arb).exp() * arb(rational(norm)) * arb(1 + ulp4q) - 1)
+                w = [min(1.0, arb_up(arb((v - smax) / tau).exp())) for v in s]
                 # exp errs by EXP_ULPS ulps: relative, or that many subnormal spacings where its value is subnormal
-                w_hat = [((1 + ulp4) * bounds(arb((v - smax) / tau + delta).exp())[1] + EXP_ULPS * fmt.tiny) * norm
-                         for v in s]
-            em = [up(sum(((kappa * wl + floor) * mg[c] + wl * er[c] + g * ((1 + kappa) * wl + floor) * mg[c]
-                          for wl, mg, er in zip(w, mags, errs)), ZERO) + n * fmt.tiny) for c in range(d)]
+                w_hat = [mul(add(mul(add(1.0, ulp4), arb_up((arb((v - smax) / tau) + d_arb).exp())),
+                                 mul(EXP_ULPS, c.tiny)), norm) for v in s]
+            lo_w = [add(mul(kappa, wl), floor) for wl in w]  # the weight's error bound
+            hi_w = [add(mul(add(1.0, kappa), wl), floor) for wl in w]  # the float weight's magnitude bound
+            em = [add(*(add(mul(a, mg[k]), mul(wl, er[k]), mul(g, mul(b, mg[k])))
+                        for a, b, wl, mg, er in zip(lo_w, hi_w, w, mags, errs)), n_tiny) for k in range(d)]
             # centred on an argmax token x_a: Σ p̂_l x̂_l − Σ p_l x_l = Σ (p̂_l − p_l)(x̂_l − x_a) + x_a (Σ p̂ − 1)
             # + Σ p_l (x̂_l − x_l), with |Σ p̂ − 1| ≤ 2γ: the weights' errors scale the tokens' distances
             # from x_a, not their magnitudes (a collapse's codes are large, their spread small)
             top = [l for l, v in enumerate(s) if v == smax]
             a = top[0]
-            x_a, m_a = seq[a], mags[a]
-            em = [min(em[c], up(sum(((kappa * wl + floor) * (abs(xl[c] - x_a[c]) + er[c]) + wl * er[c]
-                                     + g * ((1 + kappa) * wl + floor) * mg[c]
-                                     for wl, xl, mg, er in zip(w, seq, mags, errs)), ZERO)
-                                 + (2 * g + g * g) * m_a[c] + n * fmt.tiny)) for c in range(d)]
-            mm = [up(sum((((1 + kappa) * wl + floor) * mg[c] for wl, mg in zip(w, mags)), ZERO)) for c in range(d)]
+            if a not in distance:
+                distance[a] = [[fup(abs(v - w_)) for v, w_ in zip(xl, seq[a])] for xl in seq]
+            dist, m_a, e_a = distance[a], mags[a], errs[a]
+            g2 = add(2 * g, mul(g, g))
+            em = [min(em[k], add(*(add(mul(lw, add(dl[k], er[k])), mul(wl, er[k]), mul(g, mul(hw, mg[k])))
+                                   for lw, hw, wl, dl, mg, er in zip(lo_w, hi_w, w, dist, mags, errs)),
+                                 mul(g2, m_a[k]), n_tiny)) for k in range(d)]
+            mm = [add(*(mul(hw, mg[k]) for hw, mg in zip(hi_w, mags))) for k in range(d)]
             if len(top) == 1:
-                others = [(wh, mg, l) for l, (wh, mg) in enumerate(zip(w_hat, mags)) if l != a]
-                sum_error = g + n * fmt.tiny  # |Σ p̂ − 1|: γ, and each weight's rounding where it is subnormal
-                for c in range(d):
+                others = [l for l in range(n) if l != a]
+                sum_error = add(g, n_tiny)  # |Σ p̂ − 1|: γ, and each weight's rounding where it is subnormal
+                lead = add(sum_error, mul(g, add(1.0, g)))
+                for k in range(d):
                     # m̂ − m = (x̂_a − x_a) + x̂_a (Σ p̂ − 1) + Σ_{l≠a} [p̂_l (x̂_l − x̂_a) − p_l (x_l − x_a)] + rounding,
                     # as m = x_a + Σ_{l≠a} p_l (x_l − x_a); with p̂_l, p_l ≤ ŵ_l each bracket is at most
                     # ŵ_l (|x_l − x_a| + e_l + e_a), and the rounding at most γ·Σ p̂_l |x̂_l| with p̂_a ≤ 1 + γ
-                    spread = sum((wh * (abs(seq[l][c] - x_a[c]) + errs[l][c] + errs[a][c] + g * mg[c])
-                                  for wh, mg, l in others), ZERO)
-                    em[c] = min(em[c], up(errs[a][c] + (sum_error + g * (1 + g)) * mags[a][c] + spread
-                                          + n * fmt.tiny))
+                    spread = add(*(mul(w_hat[l], add(dist[l][k], errs[l][k], e_a[k], mul(g, mags[l][k])))
+                                   for l in others))
+                    em[k] = min(em[k], add(e_a[k], mul(lead, m_a[k]), spread, n_tiny))
                     # |m̂| ≤ (1 + γ)(|x̂_a| Σ p̂ + Σ_{l≠a} p̂_l |x̂_l − x̂_a|)
-                    mm[c] = min(mm[c], up((1 + g) * ((1 + sum_error) * mags[a][c]
-                                                     + sum((wh * (mg[c] + mags[a][c]) for wh, mg, _ in others), ZERO))))
+                    mm[k] = min(mm[k], mul(add(1.0, g), add(mul(add(1.0, sum_error), m_a[k]),
+                                                            *(mul(w_hat[l], add(mags[l][k], m_a[k])) for l in others))))
             out.append((em, mm))
         return out
 
@@ -564,20 +700,21 @@ class Analysis:
         rest of the bound but for the ρ terms) taken once per distinct mean.
         ``copied[c]``: coordinate c is ρ̂ x̂_c + 0 with ρ̂ ∈ {0, 1}, exactly."""
         em, mm = mean
-        g = self.fmt.gamma(self.d + len(V.terms) + 3)
+        c, d, r = self.c, self.d, len(V.terms)
+        g = c.gamma(d + r + 3)
         # dense entries (× |m|), the low-rank v·m (× |u|), the products
-        underflow = (len(V.terms) + 1) * sum(mm, ZERO) + self.d + 2 * len(V.terms) + 2
+        underflow = add(mul(r + 1, add(*mm)), float(d + 2 * r + 2))
         hat = V.apply_abs(mm, "hat")
-        rest = [a + dv + g * h + (underflow + self.d * sum((abs(u.hat[c]) for u, _ in V.terms), ZERO)) * self.fmt.tiny
-                for c, (a, dv, h) in enumerate(zip(V.apply_abs(em), V.apply_delta(mm), hat))]
-
-        live = [c for c in range(self.d) if not copied[c]]
+        rest = [add(a, dv, mul(g, h), mul(add(underflow, mul(d, add(*(u.abs("hat", k) for u, _ in V.terms)))), c.tiny))
+                for k, (a, dv, h) in enumerate(zip(V.apply_abs(em), V.apply_delta(mm), hat))]
+        live = [k for k in range(d) if not copied[k]]
+        rho_exact, rho_delta, rho_hat = (rho.abs(which, 0) for which in ("exact", "delta", "hat"))
 
         def out(mag, e) -> tuple:
-            bound = list(e) if rho.hat[0] == 1 else [ZERO] * self.d  # the copied coordinates'
-            for c in live:
-                rho_mag = abs(rho.hat[0]) * mag[c]
-                self._check_range(rho_mag + hat[c], f"coordinate {c + 1} of the attention output")
-                bound[c] = up(abs(rho.exact[0]) * e[c] + rho.delta[0] * mag[c] + g * rho_mag + rest[c])
+            bound = list(e) if rho.hat[0] == 1 else [0.0] * d  # the copied coordinates'
+            for k in live:
+                rho_mag = mul(rho_hat, mag[k])
+                self._check_range(add(rho_mag, hat[k]), f"coordinate {k + 1} of the attention output")
+                bound[k] = add(mul(rho_exact, e[k]), mul(rho_delta, mag[k]), mul(g, rho_mag), rest[k])
             return tuple(bound)
         return out

@@ -156,9 +156,11 @@ def ff_support(ff: FF) -> list[Support]:
 
 # ---------------------------------------------------------------- tokens sorted by a value
 
-def _float_key(v: fmpq) -> float:
+def _float_key(v: fmpq | float) -> float:
     """v to the nearest float (Python's int / int rounds correctly), ±inf
     beyond the range: monotone, so (float_key(v), v) sorts as v does."""
+    if isinstance(v, float):
+        return v
     try:
         return int(v.p) / int(v.q)
     except OverflowError:

@@ -1,0 +1,583 @@
+"""The float analysis: forward error bounds of a model run in an IEEE
+binary format, beside the exact replay — the proof behind the ``float``
+claim (claims/float.py states what is claimed).
+
+Proof (checked here, never by running floats): forward error analysis in
+the standard model (verify/floats.py) with exact rational bounds, token by
+token, beside the exact replay. A token carries a bound e on |x̂ − x| per
+coordinate. In an FF layer each unit is *off* (pre-activation ≤ −its error
+bound: its relu is exactly 0 in both runs), *on* (≥ +error: linear in both)
+or *uncertain* (relu is 1-Lipschitz); the on units form an affine map
+M = ηI + Σ_on W_k U_kᵀ through which the incoming error passes as |M|·e —
+so a hat whose units are all on, and cancel, adds only rounding error.
+Tokens outside every unit's reach (found by binary search on the tokens
+sorted by their slack: projection plus their own error bound) are provably
+untouched: all units off and η = 1 give x̂ back exactly. Hardmax attention
+must keep its argmax: a unique argmax with gap > 2 × the score error bound,
+or an exact tie of literal zeros (A = 0).
+Overflow is proven absent: every magnitude bound stays below the largest
+finite number.
+"""
+from __future__ import annotations
+
+from bisect import bisect_right
+from dataclasses import dataclass
+
+from flint import arb, ctx, fmpq
+
+from tfcert.verify.enclose import PREC, bounds, coordinate_range, is_point, projection_range
+from tfcert.verify.layers import Scores
+from tfcert.verify.shortcuts import Ranked
+from tfcert.verify.floats import Format, round_nearest, up
+from tfcert.verify.formats import SA, LowRank, Model
+from tfcert.verify.numbers import Vec, dot, key
+
+EXP_ULPS = 2  # documented accuracy of exp: 2 ulps (relative error ≤ 4u; 2·tiny below the normal range)
+ZERO = fmpq(0)
+WHICH = ("exact", "hat", "delta")  # the three tuples of a Rounded
+
+
+# ---------------------------------------------------------------- small vector bounds
+
+class Rounded:
+    """One parameter tuple and its rounding to the format: ``hat`` the
+    rounded values, ``delta`` |rounded − exact|."""
+
+    def __init__(self, values, fmt: Format):
+        self.exact = tuple(values)
+        self.hat = tuple(round_nearest(v, fmt) for v in self.exact)
+        self.delta = tuple(abs(h - v) for h, v in zip(self.hat, self.exact))
+        self.support = tuple(j for j, (v, h) in enumerate(zip(self.exact, self.hat)) if v or h)
+        self.nonzero = {which: tuple(j for j in self.support if getattr(self, which)[j]) for which in WHICH}
+        self.count = len(self.nonzero["hat"])
+        self.power = None  # (j, v): the one entry, v = ±2^k, when the tuple is that exactly (for Sterbenz)
+        if self.count == 1 and not any(self.delta):  # every entry exact: none rounded to (or from) 0
+            j = self.nonzero["hat"][0]
+            num, den = abs(int(self.hat[j].p)), int(self.hat[j].q)
+            if not num & (num - 1) and not den & (den - 1):
+                self.power = (j, self.hat[j])
+
+    def dot(self, x) -> fmpq:
+        """exact · x over the entries that are not 0."""
+        total = ZERO
+        for j in self.support:
+            total += self.exact[j] * x[j]
+        return total
+
+    def absdot(self, which: str, b) -> fmpq:
+        """Σ |self_j|·b_j over the entries that are not 0, b ≥ 0."""
+        values = getattr(self, which)
+        total = ZERO
+        for j in self.nonzero[which]:
+            if b[j]:
+                total += abs(values[j]) * b[j]
+        return total
+
+
+@dataclass(frozen=True)
+class Matrix:
+    """scale·I + Σ u vᵀ with its rounded parts, for bilinear bounds."""
+    scale: Rounded
+    terms: tuple[tuple[Rounded, Rounded], ...]
+
+    @property
+    def literal_zero(self) -> bool:
+        """Zero as stored, so the float run computes exact zeros too."""
+        return self.scale.exact[0] == 0 and all(not any(u.exact) or not any(v.exact) for u, v in self.terms)
+
+    def zero_row(self, c: int) -> bool:
+        """Row c of the matrix is 0 as stored and rounded: its product with
+        anything is an exact 0 in the float run."""
+        return (self.scale.exact[0] == 0 and self.scale.hat[0] == 0
+                and all(u.exact[c] == 0 and u.hat[c] == 0 for u, _ in self.terms))
+
+    def apply_abs(self, a, which: str = "exact") -> list:
+        """|M|·a for a ≥ 0, with the exact or the rounded parameters."""
+        s = abs(getattr(self.scale, which)[0])
+        out = [s * x for x in a]
+        for u, v in self.terms:
+            c = v.absdot(which, a)
+            if c:
+                out = [o + abs(ui) * c for o, ui in zip(out, getattr(u, which))]
+        return out
+
+    def apply_delta(self, a) -> list:
+        """A bound on |(M̂ − M)|·a."""
+        out = [self.scale.delta[0] * x for x in a]
+        for u, v in self.terms:
+            c1, c2 = v.absdot("hat", a), v.absdot("delta", a)
+            out = [o + ud * c1 + abs(ue) * c2 for o, ud, ue in zip(out, u.delta, u.exact)]
+        return out
+
+    def bilinear(self, a, b, which: str = "exact") -> fmpq:
+        """B(a, b) = |scale|·a·b + Σ (|v|·a)(|u|·b): bounds |⟨M x, y⟩| for |x| ≤ a, |y| ≤ b."""
+        total = abs(getattr(self.scale, which)[0]) * sum((x * y for x, y in zip(a, b)), ZERO)
+        for u, v in self.terms:
+            total += v.absdot(which, a) * u.absdot(which, b)
+        return total
+
+
+def matrix(m: LowRank, fmt: Format) -> Matrix:
+    return Matrix(Rounded((m.scale,), fmt), tuple((Rounded(u, fmt), Rounded(v, fmt)) for u, v in m.terms))
+
+
+def approx(q: fmpq) -> str:
+    """A rational for a message: 3 significant digits, or its power of two
+    when a float cannot hold it."""
+    if q == 0:
+        return "0"
+    bits = int(abs(q.p)).bit_length() - int(q.q).bit_length()
+    return f"{float(q):.3g}" if abs(bits) < 1000 else f"{'-' if q < 0 else ''}2^{bits}"
+
+
+class Failed(Exception):
+    """No bound can be given from this layer on; the message says why."""
+
+
+# ---------------------------------------------------------------- the analysis
+
+class Analysis:
+    """Forward error bounds of the float run, fed the exact replay one step
+    at a time. ``failure`` is set at the first layer where no bound can be
+    given; ``bound`` is the final max error otherwise."""
+
+    def __init__(self, model: Model, sequences, fmt: Format, give_up_above: fmpq | None = None):
+        """``give_up_above``: stop (as a failure) once some error bound exceeds
+        it — for a caller that only wants useful bounds (construct)."""
+        self.model, self.fmt, self.d = model, fmt, model.d
+        self.give_up_above = give_up_above
+        self.offsets, flat = [], []
+        self.longest = max(map(len, sequences), default=0)
+        for seq in sequences:
+            self.offsets.append(len(flat))
+            flat.extend(seq)
+        self.failure: str | None = None
+        self.bound: fmpq | None = None
+        self.uncertain: str | None = None  # the first ReLU the float run may switch: where bounds start to grow
+        self._blocks: dict[tuple[int, str], object] = {}
+        self._rounding: dict[tuple, Rounded] = {}  # by key(values)
+        try:
+            self.err = [self._input_error(x) for x in flat]
+        except OverflowError as exc:
+            self.failure = f"the input does not fit {fmt.name}: {exc}"
+            self.err, flat = [], []
+        self._refresh(flat)
+
+    # ---- helpers
+
+    def _ref(self, g: int) -> list[int]:
+        """[sequence position, token] of flat token g."""
+        j = bisect_right(self.offsets, g) - 1
+        return [j, g - self.offsets[j]]
+
+    def _input_error(self, x: Vec) -> tuple:
+        return tuple(abs(round_nearest(v, self.fmt) - v) for v in x)
+
+    def _mag(self, x, e) -> list:
+        """Per coordinate: a bound on |x̂| (and on |x| over the enclosure)."""
+        if is_point(x):
+            return [up(abs(v) + ej) if v or ej else ZERO for v, ej in zip(x, e)]
+        return [up(max(abs(lo), abs(hi)) + ei) for (lo, hi), ei in
+                ((coordinate_range(x, j), e[j]) for j in range(self.d))]
+
+    def _refresh(self, flat) -> None:
+        """Every token's magnitude bound (``mag``, kept beside ``err`` until
+        the token or its error changes), the global per-coordinate maxima of
+        |x̂| and the largest error; the reach lists are built again when asked."""
+        self.reach: dict[tuple, tuple[Rounded, Ranked]] = {}  # by key(row.exact)
+        self.mag = [self._mag(x, e) for x, e in zip(flat, self.err)]
+        self.X = [max(column) for column in zip(*self.mag)] if self.mag else [ZERO] * self.d  # mags are ≥ 0
+        self.worst = ZERO  # the largest error bound, kept only for give_up_above
+        if self.give_up_above is not None:
+            self.worst = max((max(e, default=ZERO) for e in self.err), default=ZERO)
+
+    def _widen(self, g: int, x) -> None:
+        """Token g is now x with error err[g]: its magnitude, the maxima, and
+        its place in each reach list."""
+        e = self.err[g]
+        self.mag[g] = self._mag(x, e)
+        for row, ranked in self.reach.values():
+            ranked.move(g, self._slack(row, g, x))
+        self.X = list(map(max, self.X, self.mag[g]))
+        if self.give_up_above is not None:
+            self.worst = max(self.worst, *e)
+
+    def _check_range(self, value: fmpq, what: str) -> None:
+        """Every partial sum of terms whose magnitudes add up to ``value`` is at
+        most (1 + γ)·value ≤ 2·value: below the largest number, nothing overflows."""
+        if 2 * value >= self.fmt.largest:
+            raise Failed(f"{what} may overflow {self.fmt.name} (magnitude bound {approx(value)})")
+
+    def _rounded(self, k: int, layer: str):
+        key = (k, layer)
+        if key not in self._blocks:
+            block = self.model.blocks[k]
+            if layer == "ff":
+                ff = block.ff
+                W = tuple(self._round(r) for r in ff.W)
+                writers = tuple(tuple(k for k, (w, h) in enumerate(zip(row.exact, row.hat)) if w or h) for row in W)
+                self._blocks[key] = (self._round((ff.eta,)), tuple(self._round(r) for r in ff.U),
+                                     self._round(ff.b), W, writers)
+            else:
+                sa = block.sa
+                self._blocks[key] = (Rounded((sa.rho,), self.fmt), matrix(sa.A, self.fmt), matrix(sa.V, self.fmt))
+        return self._blocks[key]
+
+    def _round(self, values) -> Rounded:
+        """Rounded(values), one per distinct tuple: FF layers repeat their rows."""
+        name = key(values)
+        if name not in self._rounding:
+            self._rounding[name] = Rounded(values, self.fmt)
+        return self._rounding[name]
+
+    # ---- driver
+
+    def step(self, step) -> None:
+        if self.failure is not None or step.layer == "end":
+            return
+        flat_before, flat_after = step.flat_before, step.flat_after
+        where = f"block {step.block} {step.layer.upper()}"
+        try:
+            with ctx.workprec(PREC):
+                if step.layer == "ff":
+                    self._ff(step, flat_before, flat_after, where)
+                else:
+                    self._sa(step, flat_before, flat_after, where)
+                if self.give_up_above is not None and self.worst > self.give_up_above:
+                    raise Failed(f"an error bound exceeds {approx(self.give_up_above)}")
+        except (Failed, OverflowError) as exc:
+            self.failure = f"{where}: {exc}" + (f" (the first ReLU a float run may switch: {self.uncertain})"
+                                                 if self.uncertain else "")
+        except ArithmeticError as exc:
+            self.failure = f"{where}: not checked: {exc}"
+
+    def finish(self) -> None:
+        if self.failure is None:
+            self.bound = max((max(e, default=ZERO) for e in self.err), default=ZERO)
+
+    # ---- feed-forward
+
+    def _ff(self, step, before, after, where: str) -> None:
+        eta, U, b, W, writers = self._rounded(step.block, "ff")
+        for k, (row, bk) in enumerate(zip(U, b.hat)):
+            self._check_range(row.absdot("hat", self.X) + abs(bk), f"unit {k}'s pre-activation")
+        todo = self._ff_reach(step, before, U, b, W, eta)
+        done: dict[tuple, tuple] = {}  # equal tokens with equal errors (a cluster at a snap): one bound
+        for g in todo:
+            same = (key(before[g]), key(self.err[g])) if is_point(before[g]) else None
+            if same not in done:
+                done[same] = self._ff_token(before[g], self.err[g], self.mag[g], eta, U, b, W, writers,
+                                            lambda: f"{where}: token {self._ref(g)}")
+            self.err[g] = done[same] if same is not None else done.pop(None)
+        if len(todo) == len(before):
+            self._refresh(after)
+        else:
+            for g in todo:
+                self._widen(g, after[g])
+
+    def _slack(self, row: Rounded, g: int, x: Vec) -> fmpq:
+        """w·x plus a bound on the error of w·x̂ + b̂ for token g (its own
+        magnitude and error) but for the bias's part: b's rounding, γ|b̂| and
+        the underflow terms, with γ and the underflow counting the bias as a
+        term whatever it is. A unit on row w is off for g when this is at
+        most −b − that part (as in _ff_token, where it is the error bound)."""
+        c = row.count + 1
+        return (row.dot(x) + row.absdot("delta", self.mag[g]) + row.absdot("exact", self.err[g])
+                + self.fmt.gamma(c) * row.absdot("hat", self.mag[g]))
+
+    def _ff_reach(self, step, before, U, b, W, eta) -> list[int]:
+        """Tokens that some unit may reach: every other token has all its
+        units off (pre-activation ≤ −its error bound) and η = 1, so x̂ passes
+        unchanged. Found by binary search in the tokens sorted by their slack
+        on each row (the reach list, kept as tokens change)."""
+        if eta.exact[0] != 1 or eta.hat[0] != 1 or not step.exact:
+            return list(range(len(before)))
+        todo: set[int] = set()
+        for k, row in enumerate(U):
+            if not any(w.exact[k] or w.hat[k] for w in W):
+                continue  # a unit that writes nothing: 0·relu(finite) = 0 exactly
+            c = row.count + 1
+            threshold = -b.exact[k] - b.delta[k] - self.fmt.gamma(c) * abs(b.hat[k]) - c * self.fmt.tiny
+            if not any(row.exact):
+                if threshold < 0:
+                    return list(range(len(before)))  # a constant unit that may be on: it shifts every token
+                continue
+            if key(row.exact) not in self.reach:
+                self.reach[key(row.exact)] = (row, Ranked([self._slack(row, g, x) for g, x in enumerate(before)]))
+            todo.update(self.reach[key(row.exact)][1].inside(threshold, None))
+        return sorted(todo)
+
+    def _sterbenz(self, x, e, row: Rounded, b: Rounded, k: int) -> bool:
+        """Whether unit k's pre-activation is computed exactly: one input
+        coordinate times a power of two (exact, the product staying normal),
+        plus a bias that is 0 or within a factor 2 of minus that product —
+        Sterbenz's lemma (Higham, Thm 2.5): y/2 ≤ x ≤ 2y makes x − y exact."""
+        if row.power is None:
+            return False
+        j, v = row.power
+        lo, hi = (x[j], x[j]) if is_point(x) else coordinate_range(x, j)
+        a_lo, a_hi = sorted((v * (lo - e[j]), v * (hi + e[j])))
+        y = -b.hat[k]
+        if y == 0:
+            return a_lo > 0 and a_lo >= self.fmt.normal or a_hi < 0 and -a_hi >= self.fmt.normal
+        if y < 0:
+            a_lo, a_hi, y = -a_hi, -a_lo, -y
+        return a_lo >= y / 2 and a_hi <= 2 * y and a_lo >= self.fmt.normal
+
+    def _ff_token(self, x, e, mag, eta, U, b, W, writers, where) -> tuple:
+        """``mag``: the token's magnitude bound; ``writers[i]``: the units with a
+        nonzero weight on output coordinate i (exact or rounded); ``where()``
+        names the token for a message."""
+        fmt, d = self.fmt, self.d
+        status, dz, rho, smag = [], [], [], []
+        for k, row in enumerate(U):
+            lo, hi = (row.dot(x),) * 2 if is_point(x) else projection_range(x, row.exact, None)
+            lo, hi = lo + b.exact[k], hi + b.exact[k]
+            if self._sterbenz(x, e, row, b, k):
+                rounding = b.delta[k]
+            else:
+                c = row.count + (b.hat[k] != 0)
+                scaled = row.absdot("hat", mag) + abs(b.hat[k])
+                rounding = row.absdot("delta", mag) + b.delta[k] + fmt.gamma(max(c, 1)) * scaled + c * fmt.tiny
+            err = row.absdot("exact", e) + rounding
+            if hi + err <= 0:
+                status.append("off")
+                smag.append(ZERO)
+            else:
+                status.append("on" if lo - err >= 0 else "uncertain")
+                smag.append(max(abs(lo), abs(hi)) + err)
+                if status[-1] == "uncertain" and self.uncertain is None:
+                    self.uncertain = (f"{where()}: unit {k}'s pre-activation [{approx(lo)}, {approx(hi)}] "
+                                      f"is within its error bound {approx(err)} of 0")
+            dz.append(err)
+            rho.append(rounding)
+        copy = eta.exact[0] == 1 and eta.hat[0] == 1
+        plain = copy or eta.exact[0] == 0 and eta.hat[0] == 0
+        # where no live unit writes, every term but η̂ x̂_i is 0·relu or Ŵ·0: x̂_i + 0 + … = x̂_i, 0·x̂_i + … = 0
+        out = list(e) if copy else [ZERO] * d
+        erred = [j for j, v in enumerate(e) if v]
+        for i in range(d):
+            live = [k for k in writers[i] if status[k] != "off"]
+            if plain and not live:
+                continue
+            total = abs(eta.delta[0]) * mag[i]
+            terms = abs(eta.hat[0]) * mag[i]
+            count = int(eta.hat[0] != 0)
+            on = []
+            for k in live:
+                w, wd, wh = W[i].exact[k], W[i].delta[k], W[i].hat[k]
+                if status[k] == "on":
+                    if w:
+                        on.append(k)
+                        total += abs(w) * rho[k]
+                else:
+                    total += abs(w) * dz[k]
+                total += wd * smag[k]
+                terms += abs(wh) * smag[k]
+                count += wh != 0
+            self._check_range(terms, f"coordinate {i + 1} of the FF output")
+            for j in erred:  # |M|·e, M's row i = η e_i + Σ_on W_ik U_k, over the j with e_j ≠ 0
+                m = (eta.exact[0] if j == i else ZERO) + sum((W[i].exact[k] * U[k].exact[j] for k in on), ZERO)
+                total += abs(m) * e[j]
+            total += fmt.gamma(max(count, 1)) * terms + count * fmt.tiny
+            out[i] = up(total)
+        return tuple(out)
+
+    # ---- attention
+
+    def _sa(self, step, before, after, where: str) -> None:
+        rho, A, V = self._rounded(step.block, "sa")
+        softmax = self.model.attention == "softmax"
+        for name, m in (("A", A), ("V", V)):
+            self._check_matrix(m, name)
+        scores = A.bilinear(self.X, self.X, "hat")
+        self._check_range(scores, "an attention score")
+        # the low-rank form's scale·⟨x_i, x_l⟩ forms ⟨x̂_i, x̂_l⟩ first, with a scale of 0 too (0·inf = NaN)
+        self._check_range(sum((x * x for x in self.X), ZERO), "⟨x_i, x_l⟩ (before the scale)")
+        self._check_range(self.longest * max(self.X, default=ZERO), "the sum of an attention average")
+        if softmax:
+            self._check_range(scores / round_nearest(self.model.temperature, self.fmt), "a scaled attention score")
+        if rho.exact[0] == 1 and rho.hat[0] == 1 and V.literal_zero:
+            return  # x̂ + 0·(finite) = x̂ exactly
+        plain = rho.exact[0] == rho.hat[0] and rho.hat[0] in (0, 1)  # ρ̂ x̂_c is x̂_c or 0, exactly
+        copied = [plain and V.zero_row(c) for c in range(self.d)]  # and V's row c is 0: x̂_c + 0 or 0 + 0
+        forget = rho.exact[0] == 0 and rho.hat[0] == 0  # the output is V m_i alone
+        new = []
+        for j, seq in enumerate(step.before):
+            o = self.offsets[j]
+            errs = self.err[o:o + len(seq)]
+            mags = self.mag[o:o + len(seq)]
+            if A.literal_zero and not softmax:
+                means = [self._uniform(mags, errs)] * len(seq)
+            elif softmax:
+                sa = self.model.blocks[step.block].sa
+                means = self._softmax(seq, mags, errs, A, sa)
+            elif step.attention is None:  # the replay took A (or V, with ρ = 1) as the zero matrix it is
+                raise Failed(f"{'A' if step.uniform else 'V'} is the zero matrix but not stored as 0: "
+                             f"its float products need not be exact zeros")
+            else:
+                means = self._hardmax(step.attention[j], seq, mags, errs, A, j)
+            per_mean, outs = {}, {}  # by the mean's identity (a hardmax mean is its argmax's)
+            for i, e in enumerate(errs):
+                which = (id(means[i][0]), id(means[i][1]))
+                if which not in per_mean:
+                    per_mean[which] = self._sa_out(means[i], rho, V, copied)
+                if (slot := which if forget else i) not in outs:  # with ρ = 0 the bound is the mean's alone
+                    outs[slot] = per_mean[which](mags[i], e)
+                new.append(outs[slot])
+        self.err = new
+        self._refresh(after)
+
+    def _check_matrix(self, m: Matrix, name: str) -> None:
+        """A dense scale·I + Σ u vᵀ, its product with any token (or a mean of
+        tokens: 2X bounds one) and the low-rank intermediates v·x, u·x stay finite."""
+        entry = abs(m.scale.hat[0]) + sum((max(map(abs, u.hat)) * max(map(abs, v.hat)) for u, v in m.terms), ZERO)
+        self._check_range(entry, f"an entry of {name}")
+        self._check_range(2 * max(m.apply_abs(self.X, "hat")), f"{name} times a token")
+        for u, v in m.terms:
+            self._check_range(2 * max(u.absdot("hat", self.X), v.absdot("hat", self.X)), f"a low-rank product of {name}")
+
+    def _uniform(self, mags, errs) -> tuple:
+        n = len(mags)
+        e = [sum((err[c] for err in errs), ZERO) / n for c in range(self.d)]
+        m = [sum((mg[c] for mg in mags), ZERO) / n for c in range(self.d)]
+        g = self.fmt.gamma(n + 1)
+        return [up(ec + g * mc + n * self.fmt.tiny) for ec, mc in zip(e, m)], m
+
+    def _score_error(self, A: Matrix, M, E):
+        """A bound on |ŝ_il − s_il| for every l of a sequence (M, E its maxima),
+        as a function of token i's magnitude mi, error ei and |x_i|. The
+        sequence's side of each bilinear bound, (|u|·M) and the like, is taken
+        once here, not once per token."""
+        d, r = self.d, len(A.terms)
+        sM = sum(M, ZERO)
+        s, sd, sh = abs(A.scale.exact[0]), A.scale.delta[0], abs(A.scale.hat[0])
+        uM = [(u.absdot("exact", M), u.absdot("exact", E), u.absdot("hat", M), u.absdot("delta", M))
+              for u, _ in A.terms]
+        u_hat_M = sum((m[2] for m in uM), ZERO)
+        g = self.fmt.gamma(2 * d + r + 2)
+
+        def error(mi, ei, xi_abs) -> fmpq:
+            lowrank = u_hat_M + sum((v.absdot("hat", mi) for _, v in A.terms), ZERO)  # |u|·|x_l| + |v|·|x_i|
+            smi = sum(mi, ZERO)
+            # underflows (tiny/2 each, counted as tiny: the slack covers the roundings they pass through),
+            # each times what later multiplies it
+            underflow = ((r + 1) * smi * sM  # an entry of the dense Â: r + 1 products
+                         + (d + r + 1) * (smi + sM)  # a coordinate of Â x̂_i (Âᵀ x̂_l) times x̂_l's (x̂_i's)
+                         + d * (lowrank + sh)  # v·x̂_i, u·x̂_l, ⟨x̂_i, x̂_l⟩ times the other factor, the scale
+                         + d * d + d + r * (2 * d + 1) + 1)  # the last products
+            total = underflow * self.fmt.tiny
+            if s or sd or sh:  # the dense part: |scale|·a·b for each bilinear bound
+                total += s * (dot(ei, M) + dot(xi_abs, E)) + (sd + g * sh) * dot(mi, M)
+            for (_, v), (ue, uE, uh, ud) in zip(A.terms, uM):
+                total += (v.absdot("exact", ei) * ue + v.absdot("exact", xi_abs) * uE
+                          + v.absdot("delta", mi) * uh + v.absdot("exact", mi) * ud + g * v.absdot("hat", mi) * uh)
+            return total
+        return error
+
+    def _seq_max(self, vectors) -> list:
+        return [max(column) for column in zip(*vectors)]
+
+    def _hardmax(self, attention, seq, mags, errs, A: Matrix, j: int) -> list:
+        M, E = self._seq_max(mags), self._seq_max(errs)
+        score_error = self._score_error(A, M, E)
+        out = []
+        for i, (att, x, e) in enumerate(zip(attention, seq, errs)):
+            if len(att.argmax) > 1:
+                raise Failed(f"token [{j}, {i}]: tied argmax {list(att.argmax)}; the float run may break the tie")
+            delta = up(score_error(mags[i], e, [abs(v) for v in x]))
+            if att.gap is not None and not att.gap > 2 * delta:
+                raise Failed(f"token [{j}, {i}]: argmax gap {approx(att.gap)} ≤ 2 × score error {approx(delta)}")
+            a = att.argmax[0]
+            out.append((errs[a], mags[a]))  # one argmax: copied exactly
+        return out
+
+    def _softmax(self, seq, mags, errs, A: Matrix, sa: SA) -> list:
+        """Per token (error, magnitude) of the attention mean. Around the exact
+        mean: every weight within a factor e^{±2Δ} (Δ the error of the scaled
+        scores) up to rounding; also centred on an argmax token, so that the
+        weights' errors scale the tokens' distances from it, not their
+        magnitudes. With a unique exact argmax a, tighter: the other weights
+        stay tiny in the float run too, so the float mean lies near x_a, and
+        its distance to the exact mean is bounded around x_a."""
+        if not all(is_point(x) for x in seq):
+            raise Failed("softmax attention over enclosures (a second scored layer) is not analysed")
+        table = Scores(sa.A, list(seq))
+        fmt, n, d = self.fmt, len(seq), self.d
+        tau = self.model.temperature
+        tau_hat = round_nearest(tau, fmt)
+        inv_err = abs(1 / tau_hat - 1 / tau)
+        M, E = self._seq_max(mags), self._seq_max(errs)
+        g = fmt.gamma(n + 2)
+        ulp4 = 2 * EXP_ULPS * fmt.unit
+        norm = (1 + fmt.unit) / ((1 - ulp4) * (1 - g))
+        floor = 2 * (n + 1) * fmt.tiny
+        score_error = self._score_error(A, M, E)
+        out = []
+        for i, (x, e) in enumerate(zip(seq, errs)):
+            s = [ZERO] * n if A.literal_zero else table.row(i)
+            ds = ZERO if A.literal_zero else up(score_error(mags[i], e, [abs(v) for v in x]))
+            smax = max(s)
+            big = max(abs(v) for v in s)
+            self._check_range((big + ds) / tau_hat, "a scaled attention score")
+            err_t = up(ds / tau_hat + big * inv_err + 2 * fmt.unit * (big + ds) / tau_hat + fmt.tiny)
+            delta = up(2 * err_t + fmt.unit * (max((smax - v) / tau for v in s) + 2 * err_t))
+            with ctx.workprec(PREC):
+                kappa = bounds((2 * arb(delta)).exp() * arb(norm * (1 + ulp4)) - 1)[1]
+                w = [min(fmpq(1), bounds(arb((v - smax) / tau).exp())[1]) for v in s]
+                # exp errs by EXP_ULPS ulps: relative, or that many subnormal spacings where its value is subnormal
+                w_hat = [((1 + ulp4) * bounds(arb((v - smax) / tau + delta).exp())[1] + EXP_ULPS * fmt.tiny) * norm
+                         for v in s]
+            em = [up(sum(((kappa * wl + floor) * mg[c] + wl * er[c] + g * ((1 + kappa) * wl + floor) * mg[c]
+                          for wl, mg, er in zip(w, mags, errs)), ZERO) + n * fmt.tiny) for c in range(d)]
+            # centred on an argmax token x_a: Σ p̂_l x̂_l − Σ p_l x_l = Σ (p̂_l − p_l)(x̂_l − x_a) + x_a (Σ p̂ − 1)
+            # + Σ p_l (x̂_l − x_l), with |Σ p̂ − 1| ≤ 2γ: the weights' errors scale the tokens' distances
+            # from x_a, not their magnitudes (a collapse's codes are large, their spread small)
+            top = [l for l, v in enumerate(s) if v == smax]
+            a = top[0]
+            x_a, m_a = seq[a], mags[a]
+            em = [min(em[c], up(sum(((kappa * wl + floor) * (abs(xl[c] - x_a[c]) + er[c]) + wl * er[c]
+                                     + g * ((1 + kappa) * wl + floor) * mg[c]
+                                     for wl, xl, mg, er in zip(w, seq, mags, errs)), ZERO)
+                                 + (2 * g + g * g) * m_a[c] + n * fmt.tiny)) for c in range(d)]
+            mm = [up(sum((((1 + kappa) * wl + floor) * mg[c] for wl, mg in zip(w, mags)), ZERO)) for c in range(d)]
+            if len(top) == 1:
+                others = [(wh, mg, l) for l, (wh, mg) in enumerate(zip(w_hat, mags)) if l != a]
+                sum_error = g + n * fmt.tiny  # |Σ p̂ − 1|: γ, and each weight's rounding where it is subnormal
+                for c in range(d):
+                    # m̂ − m = (x̂_a − x_a) + x̂_a (Σ p̂ − 1) + Σ_{l≠a} [p̂_l (x̂_l − x̂_a) − p_l (x_l − x_a)] + rounding,
+                    # as m = x_a + Σ_{l≠a} p_l (x_l − x_a); with p̂_l, p_l ≤ ŵ_l each bracket is at most
+                    # ŵ_l (|x_l − x_a| + e_l + e_a), and the rounding at most γ·Σ p̂_l |x̂_l| with p̂_a ≤ 1 + γ
+                    spread = sum((wh * (abs(seq[l][c] - x_a[c]) + errs[l][c] + errs[a][c] + g * mg[c])
+                                  for wh, mg, l in others), ZERO)
+                    em[c] = min(em[c], up(errs[a][c] + (sum_error + g * (1 + g)) * mags[a][c] + spread
+                                          + n * fmt.tiny))
+                    # |m̂| ≤ (1 + γ)(|x̂_a| Σ p̂ + Σ_{l≠a} p̂_l |x̂_l − x̂_a|)
+                    mm[c] = min(mm[c], up((1 + g) * ((1 + sum_error) * mags[a][c]
+                                                     + sum((wh * (mg[c] + mags[a][c]) for wh, mg, _ in others), ZERO))))
+            out.append((em, mm))
+        return out
+
+    def _sa_out(self, mean, rho, V: Matrix, copied: list[bool]):
+        """A token's output bound as a function of its magnitude and error;
+        the part that depends on the attention mean alone (|V̂|·|m| and the
+        rest of the bound but for the ρ terms) taken once per distinct mean.
+        ``copied[c]``: coordinate c is ρ̂ x̂_c + 0 with ρ̂ ∈ {0, 1}, exactly."""
+        em, mm = mean
+        g = self.fmt.gamma(self.d + len(V.terms) + 3)
+        # dense entries (× |m|), the low-rank v·m (× |u|), the products
+        underflow = (len(V.terms) + 1) * sum(mm, ZERO) + self.d + 2 * len(V.terms) + 2
+        hat = V.apply_abs(mm, "hat")
+        rest = [a + dv + g * h + (underflow + self.d * sum((abs(u.hat[c]) for u, _ in V.terms), ZERO)) * self.fmt.tiny
+                for c, (a, dv, h) in enumerate(zip(V.apply_abs(em), V.apply_delta(mm), hat))]
+
+        live = [c for c in range(self.d) if not copied[c]]
+
+        def out(mag, e) -> tuple:
+            bound = list(e) if rho.hat[0] == 1 else [ZERO] * self.d  # the copied coordinates'
+            for c in live:
+                rho_mag = abs(rho.hat[0]) * mag[c]
+                self._check_range(rho_mag + hat[c], f"coordinate {c + 1} of the attention output")
+                bound[c] = up(abs(rho.exact[0]) * e[c] + rho.delta[0] * mag[c] + g * rho_mag + rest[c])
+            return tuple(bound)
+        return out
