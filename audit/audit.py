@@ -24,12 +24,13 @@ from tfcert.errors import InputError
 from tfcert.verify.check import check_compatible, follow
 from tfcert.verify.claims.exact import hausdorff_squared
 from tfcert.verify.float_analysis import Analysis
-from tfcert.verify.claims.size import measure
+from tfcert.verify.claims.size import THEOREM, measure
 from tfcert.verify.enclose import is_point, width
 from tfcert.verify.evaluate import Replay
 from tfcert.verify.layers import Attention
 from tfcert.verify.floats import FORMATS
 from tfcert.verify.formats import CERTIFICATE_FORMAT, Dataset, Model, load_document, read_dataset, read_model
+from tfcert.verify.numbers import ZERO
 
 
 @dataclass(frozen=True)
@@ -37,7 +38,7 @@ class SequenceVerdict:
     index: int
     exact: bool
     hausdorff_squared: fmpq | None  # None: some token is not certified to a point
-    width: fmpq = fmpq(0)  # the widest output enclosure (0: every token exact)
+    width: fmpq = ZERO  # the widest output enclosure (0: every token exact)
 
     @property
     def verdict(self) -> str:
@@ -236,7 +237,7 @@ def audit(model: Model, dataset: Dataset, progress=None, temperature: fmpq | Non
         analysis.finish()
     bounds = tuple(FloatBound(a.fmt.name, a.bound, a.failure) for a in analyses)
     return AuditReport(sequences, tuple(layers), tuple(uniform),
-                       measure(model, dataset, "1.8" if softmax else "1.6"), tau, largest, dataset.warnings, bounds)
+                       measure(model, dataset, THEOREM[model.attention]), tau, largest, dataset.warnings, bounds)
 
 
 def certificate(report: AuditReport, model_bytes: bytes, dataset_bytes: bytes, n_blocks: int) -> dict:

@@ -13,12 +13,10 @@ from tfcert.construct.snap import UNITS, snap_phase
 from tfcert.construct.temperature import tau_star_claim
 from tfcert.errors import InputError
 from tfcert.verify.float_analysis import Analysis
-from tfcert.verify.claims.size import measure
+from tfcert.verify.claims.size import THEOREM, measure
 from tfcert.verify.shortcuts import distinct_sorted
 from tfcert.verify.floats import FORMATS
 from tfcert.verify.formats import CERTIFICATE_FORMAT, Block, Dataset, Model, dumps, model_json
-
-THEOREM = {"hardmax": "1.6", "softmax": "1.8"}
 
 
 @dataclass(frozen=True)

@@ -19,9 +19,7 @@ from tfcert.construct.leaders import UP, side, side_sign
 from tfcert.verify.layers import apply_sa_hardmax
 from tfcert.verify.shortcuts import attention_table
 from tfcert.verify.formats import SA, Dataset, LowRank
-from tfcert.verify.numbers import Vec, key, scale, unit
-
-ONE, ZERO = fmpq(1), fmpq(0)
+from tfcert.verify.numbers import ONE, ZERO, Vec, key, scale, unit
 
 
 def collapse_sa(d: int, gain: fmpq) -> SA:

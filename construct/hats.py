@@ -19,9 +19,7 @@ from flint import fmpq
 from sortedcontainers import SortedList
 
 from tfcert.verify.formats import FF, SA, Block, LowRank
-from tfcert.verify.numbers import Vec, dot, scale
-
-ZERO, ONE = fmpq(0), fmpq(1)
+from tfcert.verify.numbers import ONE, ZERO, Vec, dot, scale
 
 
 @dataclass(frozen=True)

@@ -34,9 +34,8 @@ from flint import fmpq
 
 from tfcert.construct.hats import Hat, Projections, dyadic_near, hat_blocks, min_gap
 from tfcert.verify.formats import Dataset
-from tfcert.verify.numbers import Vec, dot, sub, unit
+from tfcert.verify.numbers import ONE, ZERO, Vec, dot, sub, unit
 
-ONE, ZERO = fmpq(1), fmpq(0)
 UP = 1  # the anchor coordinate: 1 for every token after the separation
 
 

@@ -21,9 +21,7 @@ from tfcert.construct.hats import Hat, Projections, direction, hat_blocks, min_g
 from tfcert.verify.layers import mean
 from tfcert.verify.shortcuts import distinct_sorted
 from tfcert.verify.formats import FF, SA, Block, Dataset, LowRank
-from tfcert.verify.numbers import Vec, add, dot, scale, unit
-
-ONE, ZERO = fmpq(1), fmpq(0)
+from tfcert.verify.numbers import ONE, ZERO, Vec, add, dot, scale, unit
 
 
 def small_rationals():

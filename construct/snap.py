@@ -28,9 +28,8 @@ from flint import fmpq
 from tfcert.construct.hats import dyadic_near, identity_sa, min_gap
 from tfcert.construct.leaders import UP, Leader
 from tfcert.verify.formats import FF, Block, Dataset
-from tfcert.verify.numbers import Vec, scale, sub, unit
+from tfcert.verify.numbers import ONE, Vec, scale, sub, unit
 
-ONE, ZERO = fmpq(1), fmpq(0)
 UNITS = 4
 SHIFT = fmpq(1, 512)  # a snap's centre lies within this below its code
 

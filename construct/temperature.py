@@ -10,7 +10,7 @@ from tfcert.verify.claims.tau_star import RESOLUTION, closed_form_ok, constraine
 from tfcert.verify.enclose import PREC, Noise, ball, bounds, noise, rank_one
 from tfcert.verify.layers import Scores, attention_of
 from tfcert.verify.formats import SA, Dataset
-from tfcert.verify.numbers import Vec, dot
+from tfcert.verify.numbers import ONE, ZERO, Vec, dot
 
 BITS = 20  # bisection steps below the bracketing power of two: step = τ*/2^20 or less
 REASON = ("each term exp(-gap/tau)*spread of a token's noise bound increases with tau, so the enclosures "
@@ -98,11 +98,11 @@ def tau_star_claim(sa: SA, seqs: list[list[Vec]], dataset: Dataset, radius: fmpq
     """τ* and the certificate's tau_star claim for the collapse at ``block``."""
     noises = collapse_noise(sa, seqs)
     if not any(n.terms for row in noises for n in row):
-        tau, step = fmpq(1), None  # no token has noise: every temperature works
+        tau, step = ONE, None  # no token has noise: every temperature works
     else:
         tau, step = bisect(noises, radius)
     worst = max_bound(noises, tau, 1)
-    stated = min(rounded(worst, 32, up=True), radius) if worst > 0 else fmpq(0)
+    stated = min(rounded(worst, 32, up=True), radius) if worst > 0 else ZERO
     cf = closed_form(constrained(noises, [len(p.input) for p in dataset.pairs], radius), radius)
     return tau, {"kind": "tau_star", "block": block, "tau_star": str(tau), "radius": str(radius),
                  "noise_bound": str(stated), "step": None if step is None else str(step),

@@ -15,6 +15,7 @@ from flint import fmpq, fmpz
 from tfcert.verify.errors import InputError
 
 Vec = tuple  # tuple[fmpq, ...]; a token of R^d
+ZERO, ONE = fmpq(0), fmpq(1)
 
 MAX_DIGITS = 4000  # a dataset's numbers (the format): longest numerator/denominator/mantissa
 MAX_EXPONENT = 4000  # largest |e| accepted in "xe±e"
