@@ -8,7 +8,8 @@ from dataclasses import dataclass
 
 from tfcert.construct.collapse import collapse
 from tfcert.construct.leaders import leader_phase
-from tfcert.construct.separation import Phase, bumps, separation
+from tfcert.construct.phase import Phase
+from tfcert.construct.separation import bumps, separation
 from tfcert.construct.snap import UNITS, snap_phase
 from tfcert.construct.temperature import tau_star_claim
 from tfcert.errors import InputError
@@ -16,7 +17,7 @@ from tfcert.verify.float_analysis import Analysis
 from tfcert.verify.claims.size import THEOREM, measure
 from tfcert.verify.shortcuts import distinct_sorted
 from tfcert.verify.floats import FORMATS
-from tfcert.verify.formats import CERTIFICATE_FORMAT, Block, Dataset, Model, dumps, model_json
+from tfcert.verify.formats import CERTIFICATE_FORMAT, Dataset, Model, dumps, model_json
 
 
 @dataclass(frozen=True)
@@ -34,44 +35,33 @@ def construct(dataset: Dataset, attention: str = "hardmax", width: int = 4, prog
     if width < UNITS:
         raise InputError(f"width={width} is too small; a leader hat or a snap needs {UNITS} units")
     per_layer = width // UNITS
-    d = dataset.d
     step = _phases(progress, attention)
     step("bumps")
-    bump, seqs = bumps(dataset, width // 3)
-    at = len(bump.blocks)
+    bump = bumps(dataset, width // 3)
     step("separation")
-    sep, seqs = separation(dataset, seqs, at)
-    at += 1
+    sep = separation(dataset, bump)
     step("leaders")
-    lead_blocks, lead_claims, leaders, seqs = leader_phase(dataset, seqs, at, per_layer)
-    last = at + len(lead_blocks) - 1
+    lead = leader_phase(dataset, sep, per_layer)
     step("collapse")
-    before_collapse = seqs
-    sa, collapse_claims, seqs = collapse(dataset, seqs, last, leaders[0].gain)
-    lead_blocks[-1] = Block(lead_blocks[-1].ff, sa)
-    at += len(lead_blocks)
-    step("interpolation")
-    interp_blocks, interp_claims, seqs, radius = snap_phase(dataset, seqs, leaders, at, per_layer)
-    temperature = None
+    tau_star = None
     if attention == "softmax":
         step("tau*")
-        temperature, claim = tau_star_claim(sa, before_collapse, dataset, radius, last)
-        # under softmax the collapse leaves clusters of nearby, not equal, tokens
-        collapse_claims = [c for c in collapse_claims if c["kind"] != "clusters"] + [claim]
-    if any(distinct_sorted(s) != distinct_sorted(p.output) for s, p in zip(seqs, dataset.pairs)):
+        tau_star = tau_star_claim(dataset, lead)
+    coll = collapse(dataset, lead, tau_star)
+    step("interpolation")
+    interp = snap_phase(dataset, coll, lead.leaders, per_layer)
+    if any(distinct_sorted(s) != distinct_sorted(p.output) for s, p in zip(interp.tokens, dataset.pairs)):
         raise AssertionError("construction does not interpolate")  # a bug, caught before any file is written
-    phases = (bump, sep,
-              Phase("leaders", (last + 1 - len(lead_blocks), last + 1), tuple(lead_blocks), tuple(lead_claims)),
-              Phase("collapse", (last, last + 1), (), tuple(collapse_claims)),  # the SA of the last leader block
-              Phase("interpolation", (at, at + len(interp_blocks)), tuple(interp_blocks), tuple(interp_claims)))
+    phases = (bump, sep, lead, coll, interp)
     blocks = tuple(b for p in phases for b in p.blocks)
-    return Construction(Model(d, attention, blocks, temperature), phases, THEOREM[attention])
+    return Construction(Model(dataset.d, attention, blocks, coll.temperature), phases, THEOREM[attention])
 
 
 def _phases(progress, attention: str):
     """``step(name)``: tell ``progress`` the phase now built and how many came before."""
-    names = ["bumps", "separation", "leaders", "collapse", "interpolation"]
+    names = ["bumps", "separation", "leaders", "collapse"]
     names += ["tau*"] if attention == "softmax" else []
+    names += ["interpolation"]
 
     def step(name: str) -> None:
         if progress:

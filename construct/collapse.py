@@ -1,7 +1,8 @@
-"""Phase 3, collapse: the SA of the last leader block, with ρ = 0,
-A = the identity on the circle's plane (coordinates up and side) and
-V = e_up e_sideᵀ: every token becomes (0, code, 0, …), the side value of the
-token it attends to — which the float run copies exactly too.
+"""Phase 3, collapse: the SA of the last leader block (the leader phase
+builds it: leaders.collapse_sa), with ρ = 0, A = the identity on the
+circle's plane (coordinates up and side) and V = e_up e_sideᵀ: every
+token becomes (0, code, 0, …), the side value of the token it attends to —
+which the float run copies exactly too.
 
 Scores are ⟨x_i, x_l⟩ on that plane. A token that is not a leader sits at
 up = 1 (side = 0, or its small t when d = 2): its best score is with the
@@ -15,28 +16,22 @@ from __future__ import annotations
 
 from flint import fmpq
 
-from tfcert.construct.leaders import UP, side, side_sign
+from tfcert.construct.phase import Phase, frozen
 from tfcert.verify.layers import apply_sa_hardmax
 from tfcert.verify.shortcuts import attention_table
-from tfcert.verify.formats import SA, Dataset, LowRank
-from tfcert.verify.numbers import ONE, ZERO, Vec, key, scale, unit
+from tfcert.verify.formats import Dataset
+from tfcert.verify.numbers import key
 
 
-def collapse_sa(d: int, gain: fmpq) -> SA:
-    """V copies the side value times ``gain`` (a power of two) into up,
-    negated when d = 2 (the mirrored circle) so every code is positive:
-    exact products in floats too."""
-    up, sd = unit(d, UP), unit(d, side(d))
-    A = LowRank(ONE) if d == 2 else LowRank(ZERO, ((up, up), (sd, sd)))
-    return SA(ZERO, A, LowRank(ZERO, ((up, scale(gain * side_sign(d), sd)),)))
-
-
-def collapse(dataset: Dataset, seqs: list[list[Vec]], block: int, gain: fmpq) -> tuple[SA, list[dict], list[list[Vec]]]:
-    """The collapse layer, its claims (every token's argmax and gap; m_j
-    clusters per sequence) and the tokens after it."""
-    sa = collapse_sa(dataset.d, gain)
+def collapse(dataset: Dataset, lead: Phase, tau_star: tuple[fmpq, dict] | None = None) -> Phase:
+    """The collapse phase: no blocks of its own, the claims on the SA of the
+    leader phase's last block (every token's argmax and gap; then m_j
+    clusters per sequence, or, under softmax, which leaves clusters of nearby,
+    not equal, tokens, the tau_star claim of ``tau_star`` = (τ*, claim)) and
+    the tokens after it, the hardmax outputs."""
+    block, sa = lead.span[1] - 1, lead.blocks[-1].sa
     table, after = [], []
-    for X in seqs:
+    for X in lead.tokens:
         att = attention_table(sa.A, X)
         table.append([[list(a.argmax), None if a.gap is None else str(a.gap)] for a in att])
         after.append(apply_sa_hardmax(sa, X, att))
@@ -44,6 +39,10 @@ def collapse(dataset: Dataset, seqs: list[list[Vec]], block: int, gain: fmpq) ->
     distinct = [len({key(x) for x in s}) for s in after]
     if ties or distinct != [len(p.output) for p in dataset.pairs]:
         raise AssertionError("collapse failed: the leader placement is wrong")  # a construction bug
-    claims = [{"kind": "argmax", "block": block, "ties": ties, "tokens": table},
-              {"kind": "clusters", "block": block, "distinct": distinct}]
-    return sa, claims, after
+    argmax = {"kind": "argmax", "block": block, "ties": ties, "tokens": table}
+    if tau_star is None:
+        claims, temperature = (argmax, {"kind": "clusters", "block": block, "distinct": distinct}), None
+    else:
+        temperature, claim = tau_star
+        claims = (argmax, claim)
+    return Phase("collapse", (block, block + 1), (), claims, frozen(after), temperature=temperature)

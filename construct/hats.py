@@ -120,14 +120,18 @@ class Projections:
 
 
 def hat_blocks(hats: list[Hat], per_layer: int, d: int, first_block: int,
-               index: Projections) -> tuple[list[Block], list[dict]]:
-    """Pack hats ``per_layer`` to an FF layer (identity attention), stating
-    each hat's margin from the projections before its layer."""
+               index: Projections, closing: SA | None = None) -> tuple[list[Block], list[dict]]:
+    """Pack hats ``per_layer`` to an FF layer, stating each hat's margin from
+    the projections before its layer. Every block's attention is the identity
+    but the last one's, which is ``closing`` when given (the leader phase's:
+    the collapse)."""
     blocks, claims = [], []
-    for start in range(0, len(hats), per_layer):
+    starts = range(0, len(hats), per_layer)
+    for start in starts:
         group = hats[start:start + per_layer]
         claims += hat_claims(group, first_block + len(blocks), [margin(index.keys, h.window) for h in group])
-        blocks.append(Block(hat_ff(group, d), identity_sa()))
+        sa = closing if closing is not None and start == starts[-1] else identity_sa()
+        blocks.append(Block(hat_ff(group, d), sa))
         for h in group:
             if h.above is not None:
                 for ref in index.at_least(h.window[1]):

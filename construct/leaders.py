@@ -33,8 +33,9 @@ from dataclasses import dataclass
 from flint import fmpq
 
 from tfcert.construct.hats import Hat, Projections, dyadic_near, hat_blocks, min_gap
-from tfcert.verify.formats import Dataset
-from tfcert.verify.numbers import ONE, ZERO, Vec, dot, sub, unit
+from tfcert.construct.phase import Phase, frozen
+from tfcert.verify.formats import SA, Dataset, LowRank
+from tfcert.verify.numbers import ONE, ZERO, Vec, dot, scale, sub, unit
 
 UP = 1  # the anchor coordinate: 1 for every token after the separation
 
@@ -62,6 +63,14 @@ class Leader:
         return self.gain * side_sign(d) * self.point[side(d)]
 
 
+def collapse_sa(d: int, gain: fmpq) -> SA:
+    """The collapse (collapse.py), the SA of the phase's last block: ρ = 0,
+    A = the identity on the circle's plane, and V copies the side value times
+    ``gain`` (a power of two) into up, negated when d = 2 (the mirrored
+    circle) so every code is positive: exact products in floats too."""
+    up, sd = unit(d, UP), unit(d, side(d))
+    A = LowRank(ONE) if d == 2 else LowRank(ZERO, ((up, up), (sd, sd)))
+    return SA(ZERO, A, LowRank(ZERO, ((up, scale(gain * side_sign(d), sd)),)))
 
 
 def circle_point(start: Vec, tau: fmpq, radius: fmpq) -> Vec:
@@ -108,15 +117,16 @@ def choose_radius(dataset: Dataset, taus: list[fmpq]) -> fmpq:
         radius *= 2
 
 
-def leader_phase(dataset: Dataset, seqs: list[list[Vec]], first_block: int, per_layer: int):
-    """Returns (blocks, claims, leaders, tokens after the phase).
+def leader_phase(dataset: Dataset, before: Phase, per_layer: int) -> Phase:
+    """The leader hats' blocks, the last one's attention the collapse
+    (collapse_sa), their claims, the leaders and the tokens after them.
 
     The hats run in decreasing t across all sequences. With one hat per
     layer each also drops every token past its window by K (``above``), below
     every later window: no hat's units are on for a token but its own and
     those it drops, once, with slopes that cancel exactly — so no token's
     float error is magnified by more than one cancellation."""
-    d = dataset.d
+    d, seqs, first_block = dataset.d, before.tokens, before.span[1]
     picks = choose(dataset, seqs)
     gain = choose_radius(dataset, [tau for *_, tau in picks]) / CIRCLE
     leaders = [Leader(dataset.pairs[j].index, i, r, circle_point(seqs[j][i], tau, CIRCLE), gain)
@@ -156,7 +166,7 @@ def leader_phase(dataset: Dataset, seqs: list[list[Vec]], first_block: int, per_
         return seqs[position[leader.sequence]][leader.token][0]
 
     ordered = sorted(leaders, key=t_of, reverse=True)
-    blocks, claims = hat_blocks([hat(l) for l in ordered], per_layer, d, first_block, index)
+    blocks, claims = hat_blocks([hat(l) for l in ordered], per_layer, d, first_block, index, collapse_sa(d, gain))
     after = [list(s) for s in seqs]
     for leader in leaders:
         after[position[leader.sequence]][leader.token] = leader.point
@@ -166,4 +176,5 @@ def leader_phase(dataset: Dataset, seqs: list[list[Vec]], first_block: int, per_
             j = position[seq]
             if (seq, i) not in placed and v != dot(g, seqs[j][i]):
                 after[j][i] = (seqs[j][i][0] + v - dot(g, seqs[j][i]),) + seqs[j][i][1:]
-    return blocks, claims, leaders, after
+    return Phase("leaders", (first_block, first_block + len(blocks)), tuple(blocks), tuple(claims), frozen(after),
+                 tuple(leaders))

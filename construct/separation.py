@@ -11,13 +11,13 @@ means without merging any two others, so at most N − 1 are needed.
 from __future__ import annotations
 
 from collections import defaultdict
-from dataclasses import dataclass
 from itertools import chain, combinations, count, islice
 
 import numpy as np
 from flint import fmpq
 
 from tfcert.construct.hats import Hat, Projections, direction, hat_blocks, min_gap
+from tfcert.construct.phase import Phase, frozen
 from tfcert.verify.layers import mean
 from tfcert.verify.shortcuts import distinct_sorted
 from tfcert.verify.formats import FF, SA, Block, Dataset, LowRank
@@ -31,16 +31,6 @@ def small_rationals():
             p = total - q
             if fmpq(p, q).p == p:  # in lowest terms
                 yield fmpq(p, q)
-
-
-@dataclass(frozen=True)
-class Phase:
-    """A phase of the construction: the blocks it adds to the model, the block
-    range its claims speak about, and the claims."""
-    name: str
-    span: tuple[int, int]
-    blocks: tuple[Block, ...]
-    claims: tuple[dict, ...]
 
 
 def _means(seqs: list[list[Vec]]) -> list[Vec]:
@@ -81,8 +71,8 @@ def _bump(seqs: list[list[Vec]], a: int, b: int, d: int) -> tuple[Vec, Vec]:
     raise AssertionError("unreachable")
 
 
-def bumps(dataset: Dataset, per_layer: int) -> tuple[Phase, list[list[Vec]]]:
-    """Tie-break blocks; returns the phase and the tokens after it."""
+def bumps(dataset: Dataset, per_layer: int) -> Phase:
+    """The tie-break blocks, from the dataset's inputs."""
     d = dataset.d
     seqs = [list(p.input) for p in dataset.pairs]
     blocks, claims = [], []
@@ -101,17 +91,17 @@ def bumps(dataset: Dataset, per_layer: int) -> tuple[Phase, list[list[Vec]]]:
         blocks += new_blocks
         claims += new_claims
         seqs = [[add(x, delta) if x == c else x for x in s] for s in seqs]
-    return Phase("bump", (0, len(blocks)), tuple(blocks), tuple(claims)), seqs
+    return Phase("bump", (0, len(blocks)), tuple(blocks), tuple(claims), frozen(seqs))
 
 
-def separation(dataset: Dataset, seqs: list[list[Vec]], block: int) -> tuple[Phase, list[list[Vec]]]:
+def separation(dataset: Dataset, before: Phase) -> Phase:
     """The projection + mean-shift block. The FF (η = 0) maps every token to
     (t, 1, 0, …) with t = α·w·x + β ∈ [1/64, 1/32]: one scalar per token, on
     a direction w where distinct tokens and distinct sequence means project
     apart, and the constant 1 in coordinate 2 that the later phases use as
     an anchor. The SA (A = 0: the exact mean, for every τ too) adds λ·t̄_j.
-    Returns the phase and the tokens after it: every t distinct."""
-    d = dataset.d
+    After it every t is distinct."""
+    d, seqs, block = dataset.d, before.tokens, before.span[1]
     means = _means(seqs)
     w = direction(distinct_sorted([x for s in seqs for x in s] + means), d)
     values = [dot(w, x) for s in seqs for x in s]
@@ -134,7 +124,7 @@ def separation(dataset: Dataset, seqs: list[list[Vec]], block: int) -> tuple[Pha
     claims = ({"kind": "uniform_attention", "block": block},
               {"kind": "separation", "block": block, "direction": [str(v) for v in e_t],
                "min_gap": None if gap is None else str(gap)})
-    return Phase("separation", (block, block + 1), (Block(ff, sa),), claims), after
+    return Phase("separation", (block, block + 1), (Block(ff, sa),), claims, frozen(after))
 
 
 SHIFTS = 32

@@ -27,6 +27,7 @@ from flint import fmpq
 
 from tfcert.construct.hats import dyadic_near, identity_sa, min_gap
 from tfcert.construct.leaders import UP, Leader
+from tfcert.construct.phase import Phase, frozen
 from tfcert.verify.formats import FF, Block, Dataset
 from tfcert.verify.numbers import ONE, Vec, scale, sub, unit
 
@@ -63,6 +64,14 @@ def radii(codes: list[fmpq]) -> tuple[fmpq, fmpq]:
     return 3 * reach / 4, reach
 
 
+def noise_radius(leaders: tuple[Leader, ...], d: int) -> fmpq:
+    """The radius left around each code for softmax noise: the plateau
+    radius r less the centre's shift and less r/8, kept for the rounding of
+    a float run."""
+    r, _ = radii([l.code(d) for l in leaders])
+    return r - SHIFT - r / 8
+
+
 def snap_ff(snaps: list[Snap], d: int) -> FF:
     """One FF layer (η = 1) holding ``snaps`` side by side."""
     e1 = unit(d, UP)
@@ -82,14 +91,13 @@ def snap_claims(snaps: list[Snap], block: int) -> list[dict]:
             for k, s in enumerate(snaps)]
 
 
-def snap_phase(dataset: Dataset, seqs: list[list[Vec]], leaders: list[Leader], first_block: int, per_layer: int):
-    """Returns (blocks, claims, tokens after the phase, the radius left around
-    each code for softmax noise: r less the centre's shift and less r/8, kept
-    for the rounding of a float run). ``seqs`` are the hardmax collapse
-    outputs code·e_2; softmax must leave each within that radius of them.
-    Centres are codes rounded down to a multiple of SHIFT, so every
-    breakpoint is exact in binary64 and binary32 alike."""
-    d = dataset.d
+def snap_phase(dataset: Dataset, collapsed: Phase, leaders: tuple[Leader, ...], per_layer: int) -> Phase:
+    """The snaps' blocks and claims, and the tokens after them: the targets.
+    ``collapsed``'s tokens are the hardmax collapse outputs code·e_2;
+    softmax must leave each within noise_radius of them. Centres are codes
+    rounded down to a multiple of SHIFT, so every breakpoint is exact in
+    binary64 and binary32 alike."""
+    d, seqs, first_block = dataset.d, collapsed.tokens, collapsed.span[1]
     e = unit(d, UP)
     codes = {l: l.code(d) for l in leaders}
     r, reach = radii(list(codes.values()))
@@ -110,4 +118,5 @@ def snap_phase(dataset: Dataset, seqs: list[list[Vec]], leaders: list[Leader], f
     for snap in snaps:
         for seq, i in snap.moves:
             after[position[seq]][i] = snap.to
-    return blocks, claims, after, r - SHIFT - r / 8
+    return Phase("interpolation", (first_block, first_block + len(blocks)), tuple(blocks), tuple(claims),
+                 frozen(after))
