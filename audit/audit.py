@@ -15,11 +15,11 @@ interpolates.
 """
 from __future__ import annotations
 
-import hashlib
 from dataclasses import dataclass
 
 from flint import fmpq
 
+from tfcert.construct.certificate import argmax_claim, certificate as write_certificate
 from tfcert.errors import InputError
 from tfcert.verify.check import check_compatible, follow
 from tfcert.verify.claims.exact import hausdorff_squared
@@ -29,7 +29,7 @@ from tfcert.verify.enclose import is_point, width
 from tfcert.verify.evaluate import Replay
 from tfcert.verify.layers import Attention
 from tfcert.verify.floats import FORMATS
-from tfcert.verify.formats import CERTIFICATE_FORMAT, Dataset, Model, load_document, read_dataset, read_model
+from tfcert.verify.formats import Dataset, Model, load_document, read_dataset, read_model
 from tfcert.verify.numbers import ZERO
 
 
@@ -243,17 +243,11 @@ def audit(model: Model, dataset: Dataset, progress=None, temperature: fmpq | Non
 def certificate(report: AuditReport, model_bytes: bytes, dataset_bytes: bytes, n_blocks: int) -> dict:
     """A certificate of what the audit found, with the exactness claim that
     ``verify`` accepts exactly when the model interpolates."""
-    claims: list[dict] = [{"kind": "uniform_attention", "block": k} for k in report.uniform_blocks]
-    for layer in report.layers:
-        table = [[[list(a.argmax), None if a.gap is None else str(a.gap)] for a in row] for row in layer.table]
-        claims.append({"kind": "argmax", "block": layer.block, "ties": len(layer.ties), "tokens": table})
-    claims += [{"kind": "exact"}, {"kind": "size", **report.size}]
-    claims += [{"kind": "float", "format": f.format, "bound": str(f.bound)} for f in report.floats if f.bound is not None]
-    return {"format": CERTIFICATE_FORMAT,
-            "model_sha256": hashlib.sha256(model_bytes).hexdigest(),
-            "dataset_sha256": hashlib.sha256(dataset_bytes).hexdigest(),
-            "attention": "hardmax" if report.temperature is None else "softmax", "theorem": report.size["theorem"],
-            "phases": [{"name": "audit", "blocks": [0, n_blocks], "claims": claims}]}
+    claims = [{"kind": "uniform_attention", "block": k} for k in report.uniform_blocks]
+    claims += [argmax_claim(layer.block, layer.table) for layer in report.layers]
+    return write_certificate(model_bytes, dataset_bytes, "hardmax" if report.temperature is None else "softmax",
+                             [("audit", (0, n_blocks), claims)], report.size,
+                             [(f.format, f.bound) for f in report.floats])
 
 
 def audit_files(model_path: str, dataset_path: str, progress=None, temperature: fmpq | None = None,

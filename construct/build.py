@@ -3,9 +3,11 @@ interpolation, each phase contributing blocks and claims, assembled into a
 model and a certificate whose final phase also bounds the model's float runs."""
 from __future__ import annotations
 
-import hashlib
 from dataclasses import dataclass
 
+from flint import fmpq
+
+from tfcert.construct.certificate import certificate as write_certificate
 from tfcert.construct.collapse import collapse
 from tfcert.construct.leaders import leader_phase
 from tfcert.construct.phase import Phase
@@ -17,7 +19,7 @@ from tfcert.verify.float_analysis import Analysis
 from tfcert.verify.claims.size import THEOREM, measure
 from tfcert.verify.shortcuts import distinct_sorted
 from tfcert.verify.floats import FORMATS
-from tfcert.verify.formats import CERTIFICATE_FORMAT, Dataset, Model, dumps, model_json
+from tfcert.verify.formats import Dataset, Model, dumps, model_json
 
 
 @dataclass(frozen=True)
@@ -79,34 +81,23 @@ def float_analyses(model: Model, dataset: Dataset) -> list[Analysis]:
     return [Analysis(model, inputs, fmt, give_up_above=useful) for fmt in FORMATS.values()]
 
 
-def float_claims(analyses: list[Analysis]) -> list[dict]:
-    """The claims of analyses that have seen every step, stated exactly as
-    the verifier recomputes them."""
-    claims = []
+def float_bounds(analyses: list[Analysis]) -> list[tuple[str, fmpq | None]]:
+    """(format, bound) of each analysis once it has seen every step; the
+    bound exactly as the verifier recomputes it, None where it proves none."""
     for analysis in analyses:
         analysis.finish()
-        if analysis.bound is not None:
-            claims.append({"kind": "float", "format": analysis.fmt.name, "bound": str(analysis.bound)})
-    return claims
+    return [(analysis.fmt.name, analysis.bound) for analysis in analyses]
 
 
 def certificate(construction: Construction, dataset: Dataset, model_bytes: bytes, dataset_bytes: bytes,
-                floats: list[dict]) -> dict:
-    """The certificate for a construction, bound to the exact file bytes;
-    ``floats`` its float claims (float_claims), last in the final phase."""
+                floats: list[tuple[str, fmpq | None]]) -> dict:
+    """The certificate for a construction, bound to the exact file bytes:
+    its phases, then a final one over the whole model with the exact, size
+    and float claims (``floats``: float_bounds)."""
     model = construction.model
-    phases = [{"name": p.name, "blocks": list(p.span), "claims": list(p.claims)} for p in construction.phases]
-    phases.append({"name": "final", "blocks": [0, len(model.blocks)],
-                   "claims": [{"kind": "exact"},
-                              {"kind": "size", **measure(model, dataset, construction.theorem)},
-                              *floats]})
-    top = {"format": CERTIFICATE_FORMAT,
-           "model_sha256": hashlib.sha256(model_bytes).hexdigest(),
-           "dataset_sha256": hashlib.sha256(dataset_bytes).hexdigest(),
-           "attention": model.attention, "theorem": construction.theorem}
-    if model.temperature is not None:
-        top["tau_star"] = str(model.temperature)  # exact: every 0 < τ ≤ tau_star (the tau_star claim)
-    return {**top, "phases": phases}
+    phases = [(p.name, p.span, p.claims) for p in construction.phases] + [("final", (0, len(model.blocks)), ())]
+    return write_certificate(model_bytes, dataset_bytes, model.attention, phases,
+                             measure(model, dataset, construction.theorem), floats, model.temperature)
 
 
 def model_bytes(model: Model) -> bytes:

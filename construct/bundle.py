@@ -12,7 +12,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from tfcert.construct.build import Construction, certificate, construct, float_analyses, float_claims, model_bytes
+from tfcert.construct.build import Construction, certificate, construct, float_analyses, float_bounds, model_bytes
 from tfcert.errors import InputError
 from tfcert.verify.check import Report, Result, verify
 from tfcert.verify.claims import Context
@@ -58,7 +58,7 @@ def build(dataset: str | Path | Document, attention: str = "hardmax", width: int
         raise InputError(f"{dataset_doc.path}: the bundle built from this dataset exceeds a limit of the checker "
                          f"({exc}); raise it with --limit") from None
     stage(3, "the float claims and the certificate")
-    floats = float_claims(analyses)
+    floats = float_bounds(analyses)
     value = certificate(construction, data, model, dataset_doc.raw, floats)
     report = Report(report.results + _float_results(Context(construction.model, data, value), analyses),
                     report.warnings)

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from flint import fmpq
 
+from tfcert.construct.certificate import argmax_claim
 from tfcert.construct.phase import Phase, frozen
 from tfcert.verify.layers import apply_sa_hardmax
 from tfcert.verify.shortcuts import attention_table
@@ -30,16 +31,12 @@ def collapse(dataset: Dataset, lead: Phase, tau_star: tuple[fmpq, dict] | None =
     not equal, tokens, the tau_star claim of ``tau_star`` = (τ*, claim)) and
     the tokens after it, the hardmax outputs."""
     block, sa = lead.span[1] - 1, lead.blocks[-1].sa
-    table, after = [], []
-    for X in lead.tokens:
-        att = attention_table(sa.A, X)
-        table.append([[list(a.argmax), None if a.gap is None else str(a.gap)] for a in att])
-        after.append(apply_sa_hardmax(sa, X, att))
-    ties = sum(len(a[0]) > 1 for row in table for a in row)
+    table = [attention_table(sa.A, X) for X in lead.tokens]
+    after = [apply_sa_hardmax(sa, X, att) for X, att in zip(lead.tokens, table)]
+    argmax = argmax_claim(block, table)
     distinct = [len({key(x) for x in s}) for s in after]
-    if ties or distinct != [len(p.output) for p in dataset.pairs]:
+    if argmax["ties"] or distinct != [len(p.output) for p in dataset.pairs]:
         raise AssertionError("collapse failed: the leader placement is wrong")  # a construction bug
-    argmax = {"kind": "argmax", "block": block, "ties": ties, "tokens": table}
     if tau_star is None:
         claims, temperature = (argmax, {"kind": "clusters", "block": block, "distinct": distinct}), None
     else:
