@@ -7,13 +7,16 @@ import tempfile
 from pathlib import Path
 
 import pytest
-from conftest import dataset_json, datasets, write_json
+from conftest import REPO, dataset_json, datasets, write_json
 from hypothesis import HealthCheck, example, given, settings
 from naive import forward, q
 
+from tfcert.construct.build import construct
 from tfcert.construct.bundle import build
+from tfcert.construct.hats import identity_sa
 from tfcert.main import main
 from tfcert.verify.claims.size import measure
+from tfcert.verify.formats import load_document, read_dataset
 
 
 def check_bundle(ds: dict) -> None:
@@ -74,3 +77,28 @@ def test_extreme_shapes():
     check_bundle(dataset_json(24, wide))
     full = [([(i, j, i * j) for i in range(20)], [(i + j, 0, -i) for i in range(20)]) for j in range(2)]
     check_bundle(dataset_json(3, full))
+
+
+@pytest.mark.parametrize("attention", ["hardmax", "softmax"])
+@pytest.mark.parametrize("example", ["demo.json", "equal-means.json"])
+def test_phases_chain(example, attention):
+    """Each phase's blocks sit at its span, one after another, and make the model; the collapse
+    speaks about the leader phase's last block, whose attention is the collapse's (not the
+    identity), and hands on the model's temperature; the last phase's tokens are the targets."""
+    dataset = read_dataset(load_document(REPO / "tfcert" / "examples" / example))
+    construction = construct(dataset, attention)
+    phases = {p.name: p for p in construction.phases}
+    at = 0
+    for p in construction.phases:
+        if p.name != "collapse":
+            assert p.span == (at, at + len(p.blocks))
+            at += len(p.blocks)
+    assert sum((p.blocks for p in construction.phases), ()) == construction.model.blocks
+    lead, coll = phases["leaders"], phases["collapse"]
+    assert coll.blocks == () and coll.span == (lead.span[1] - 1, lead.span[1])
+    assert lead.blocks[-1].sa != identity_sa() and all(b.sa == identity_sa() for b in lead.blocks[:-1])
+    assert (coll.temperature is not None) == (attention == "softmax") == any(
+        c["kind"] == "tau_star" for c in coll.claims)
+    assert coll.temperature == construction.model.temperature
+    for tokens, pair in zip(phases["interpolation"].tokens, dataset.pairs):
+        assert set(tokens) == set(pair.output)
