@@ -9,7 +9,7 @@ from collections.abc import Iterable, Sequence
 
 from flint import fmpq
 
-from tfcert.verify.evaluate import Attention
+from tfcert.verify.layers import Attention
 from tfcert.verify.formats import CERTIFICATE_FORMAT
 
 PhaseClaims = tuple[str, tuple[int, int], Sequence[dict]]  # name, block range, claims

@@ -21,8 +21,9 @@ from functools import cached_property, lru_cache
 
 from flint import fmpq, fmpz
 
+from tfcert.verify.numbers import ZERO
+
 BOUND_BITS = 40  # significant bits kept by ``up``
-ZERO = fmpq(0)
 
 
 @dataclass(frozen=True)

@@ -15,9 +15,8 @@ from flint import arb, ctx, fmpq
 from tfcert.verify.enclose import (PREC, Path, Token, as_balls, bounds, box, is_point, noise, noise_bound, path,
                                    rank_one, softmax_ball)
 from tfcert.verify.formats import FF, SA, LowRank
-from tfcert.verify.numbers import Vec, add, dot, scale, sub, zero
+from tfcert.verify.numbers import ZERO, Vec, add, dot, scale, sub, zero
 
-ZERO = fmpq(0)
 
 
 def relu(x: fmpq) -> fmpq:

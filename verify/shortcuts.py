@@ -21,8 +21,8 @@ from flint import fmpq
 from sortedcontainers import SortedList
 
 from tfcert.verify.formats import FF, LowRank
-from tfcert.verify.layers import ZERO, Attention, Scores, apply_low_rank, attention_of, sparse_dot
-from tfcert.verify.numbers import Vec, dot, key
+from tfcert.verify.layers import Attention, Scores, apply_low_rank, attention_of, sparse_dot
+from tfcert.verify.numbers import ZERO, Vec, dot, key
 
 
 # ---------------------------------------------------------------- planar argmax
