@@ -14,7 +14,7 @@ from pathlib import Path
 
 from tfcert.construct.build import Construction, certificate, construct, float_analyses, float_bounds, model_bytes
 from tfcert.errors import InputError
-from tfcert.verify.check import Report, Result, verify
+from tfcert.verify.check import Report, Result, check_certificate
 from tfcert.verify.claims import Context
 from tfcert.verify.claims import float as float_claim
 from tfcert.verify.formats import Dataset, Document, dumps, load_document, parse_document, read_dataset
@@ -52,8 +52,9 @@ def build(dataset: str | Path | Document, attention: str = "hardmax", width: int
         progress(0, None, "verifying: reading the certificate and the claims checked before the replay")
     verifying = None if progress is None else Replay(progress, "verifying: ")
     try:  # the float analyses ride along the verifier's replay: one replay states and checks everything
-        report = verify(parse_document("model.json", model), dataset_doc, parse_document("certificate.json", draft),
-                        verifying, observers=(*analyses, verifying) if verifying else analyses)
+        report = check_certificate(parse_document("model.json", model), dataset_doc,
+                                   parse_document("certificate.json", draft), verifying,
+                                   observers=(*analyses, verifying) if verifying else analyses)
     except InputError as exc:  # the construction's own numbers are past a reader's limit
         raise InputError(f"{dataset_doc.path}: the bundle built from this dataset exceeds a limit of the checker "
                          f"({exc}); raise it with --limit") from None

@@ -100,7 +100,7 @@ def bundle():
 
 
 def test_naive_replay_agrees_with_the_verifier(bundle, tmp_path):
-    from tfcert.verify.check import verify
+    from tfcert.verify.check import check_certificate
     from tfcert.verify.formats import dumps, parse_document
 
     _, b = bundle
@@ -111,8 +111,8 @@ def test_naive_replay_agrees_with_the_verifier(bundle, tmp_path):
     def fast(model_raw: bytes):
         doc = json.loads(cert)
         doc["model_sha256"] = hashlib.sha256(model_raw).hexdigest()
-        return verify(parse_document("model.json", model_raw), parse_document("dataset.json", dataset),
-                      parse_document("certificate.json", dumps(doc)))
+        return check_certificate(parse_document("model.json", model_raw), parse_document("dataset.json", dataset),
+                                 parse_document("certificate.json", dumps(doc)))
     assert fast(model).ok
     bad = bench.corrupt(model)
     changed = [(i, j) for blk_a, blk_b in zip(json.loads(model)["blocks"], json.loads(bad)["blocks"])

@@ -828,7 +828,7 @@ def test_a_limit_error_says_how_to_raise_the_limit(tmp_path, capsys):
 
     import dataclasses
 
-    import tfcert
+    from tfcert import api
     from tfcert.verify.numbers import LIMITS
 
     defaults = type(LIMITS)()
@@ -836,14 +836,14 @@ def test_a_limit_error_says_how_to_raise_the_limit(tmp_path, capsys):
         setattr(LIMITS, f.name, getattr(defaults, f.name))
     LIMITS.tokens = 3
     try:
-        for call in (lambda: tfcert.verify(demo), lambda: tfcert.audit(demo),
-                     lambda: tfcert.construct(demo / "dataset.json")):
+        for call in (lambda: api.verify(demo), lambda: api.audit(demo),
+                     lambda: api.construct(demo / "dataset.json")):
             with pytest.raises(InputError) as caught:
                 call()
             assert str(caught.value).endswith(
                 "13 input tokens, over the limit tokens=3; raise it with tfcert.verify.numbers.LIMITS.tokens = N")
         LIMITS.tokens = 13
-        assert tfcert.verify(demo).ok
+        assert api.verify(demo).ok
     finally:
         LIMITS.tokens = defaults.tokens
 

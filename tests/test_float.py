@@ -17,7 +17,7 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from tfcert.construct.bundle import build
-from tfcert.verify.check import verify
+from tfcert.verify.check import check_certificate
 from tfcert.verify.evaluate import Replay
 from tfcert.verify.floats import FORMATS, round_nearest
 from tfcert.verify.formats import dumps, parse_document, read_model
@@ -78,8 +78,9 @@ def demo(tmp_path_factory):
 
 
 def verify_with(files: dict, cert: dict):
-    return verify(parse_document("model.json", files["model.json"]), parse_document("dataset.json", files["dataset.json"]),
-                  parse_document("certificate.json", dumps(cert)))
+    return check_certificate(parse_document("model.json", files["model.json"]),
+                             parse_document("dataset.json", files["dataset.json"]),
+                             parse_document("certificate.json", dumps(cert)))
 
 
 def float_results(report):

@@ -242,7 +242,7 @@ def test_low_rank_a_underflow_breaks_the_argmax():
 # fixed: "_sterbenz drops the rounding of U entries that round to 0"
 def test_verify_accepts_a_false_float_claim():
     from tfcert.audit.audit import certificate
-    from tfcert.verify.check import verify
+    from tfcert.verify.check import check_certificate
     blocks = [block(2, eta=0, U=[(1, P(-1100))], b=[-P(-1000)], W=[[1], [0]])]
     x = (F(3, 2) * P(-1000), P(1000))
     y = (P(-1001) + P(-100), 0)                              # the exact output (η = 0)
@@ -253,8 +253,8 @@ def test_verify_accepts_a_false_float_claim():
     cert = certificate(audit(model, dataset, floats=("binary64",)), mb, db, len(model.blocks))
     if not any(c["kind"] == "float" for ph in cert["phases"] for c in ph["claims"]):
         return  # no float claim made: sound
-    report = verify(parse_document("model.json", mb), parse_document("dataset.json", db),
-                    parse_document("certificate.json", dumps(cert)))
+    report = check_certificate(parse_document("model.json", mb), parse_document("dataset.json", db),
+                               parse_document("certificate.json", dumps(cert)))
     assert all(r.ok for r in report.results)
     (claim,) = [c for ph in cert["phases"] for c in ph["claims"] if c["kind"] == "float"]
     seen = deviation(model, [dataset.pairs[0].input], [[tuple(__import__("flint").fmpq(v.numerator, v.denominator) for v in y)]],
@@ -322,7 +322,7 @@ def _verified_bound(m: dict, ds: dict, fmt: str = "binary64", phases: list | Non
     certificate or, given ``phases``, in theirs (the float claim appended to
     the last one); None when either refuses."""
     from tfcert.audit.audit import certificate
-    from tfcert.verify.check import verify
+    from tfcert.verify.check import check_certificate
 
     mb, db = dumps(m), dumps(ds)
     model, dataset = read_model(parse_document("m", mb)), read_dataset(parse_document("d", db))
@@ -336,8 +336,8 @@ def _verified_bound(m: dict, ds: dict, fmt: str = "binary64", phases: list | Non
         phases[-1]["claims"].append({"kind": "float", "format": fmt, "bound": str(fb.bound)})
         cert = {"format": "tfcert.certificate/1", "model_sha256": parse_document("m", mb).sha256,
                 "dataset_sha256": parse_document("d", db).sha256, **top, "phases": phases}
-    verdict = verify(parse_document("model.json", mb), parse_document("dataset.json", db),
-                     parse_document("certificate.json", dumps(cert)))
+    verdict = check_certificate(parse_document("model.json", mb), parse_document("dataset.json", db),
+                                parse_document("certificate.json", dumps(cert)))
     return F(int(fb.bound.p), int(fb.bound.q)) if verdict.ok else None
 
 

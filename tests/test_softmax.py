@@ -13,7 +13,7 @@ from tfcert.audit.audit import audit, certified_at, largest_certified_temperatur
 from tfcert.construct.bundle import build
 from tfcert.demo import example_path
 from tfcert.main import main
-from tfcert.verify.check import verify
+from tfcert.verify.check import check_certificate
 from tfcert.verify.enclose import Path
 from tfcert.verify.layers import apply_ff_token
 from tfcert.verify.formats import dumps, parse_document, read_model
@@ -36,8 +36,9 @@ def run_verify(bundle, model=None, cert=None):
     model_raw = bundle.files["model.json"] if model is None else dumps(model)
     cert = json.loads(bundle.files["certificate.json"]) if cert is None else cert
     cert["model_sha256"] = hashlib.sha256(model_raw).hexdigest()
-    return verify(parse_document("model.json", model_raw), parse_document("dataset.json", bundle.files["dataset.json"]),
-                  parse_document("certificate.json", dumps(cert)))
+    return check_certificate(parse_document("model.json", model_raw),
+                             parse_document("dataset.json", bundle.files["dataset.json"]),
+                             parse_document("certificate.json", dumps(cert)))
 
 
 def failed(report) -> set[str]:

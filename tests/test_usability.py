@@ -85,7 +85,7 @@ def test_docs_and_help_stand_alone():
 def test_readme_set_up_commands_tour_and_guide():
     readme = (REPO / "README.md").read_text()
     assert "```sh\npip install . && tfcert demo\n```" in readme
-    assert "```sh\npip install '.[test]' && python -m pytest\n```" in readme
+    assert "```sh\npip install -e '.[test]' && python -m pytest\n```" in readme
     assert "## 30-second tour" in readme and "(docs/guide.md)" in readme and "(docs/api.md)" in readme
     assert "## 30-second tour" in (REPO / "docs" / "guide.md").read_text()
 

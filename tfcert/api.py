@@ -251,7 +251,7 @@ def open_bundle(folder: str | Path) -> Bundle:
     """A bundle folder read back and verified."""
     files = {f"{slot}.json": load(bundle_file(folder, slot), slot).raw for slot in SLOTS}
     docs = {slot: parse_document(str(Path(folder) / f"{slot}.json"), files[f"{slot}.json"]) for slot in SLOTS}
-    return Bundle(files, Report(check.verify(docs["model"], docs["dataset"], docs["certificate"])))
+    return Bundle(files, Report(check.check_certificate(docs["model"], docs["dataset"], docs["certificate"])))
 
 
 def _documents(what, rest: dict[str, object], slots: tuple[str, ...]) -> dict[str, Document]:
@@ -276,7 +276,8 @@ def verify(bundle_or_model, dataset=None, certificate=None) -> Report:
     docs = _documents(bundle_or_model, {"dataset": dataset, "certificate": certificate}, SLOTS)
     with Bar("verify") as bar:
         watch = Replay(bar)
-        return Report(check.verify(docs["model"], docs["dataset"], docs["certificate"], watch, observers=(watch,)))
+        return Report(check.check_certificate(docs["model"], docs["dataset"], docs["certificate"], watch,
+                                              observers=(watch,)))
 
 
 @_limit_hints

@@ -112,14 +112,14 @@ def _documents(args, slots: tuple[str, ...]) -> dict:
 def cmd_verify(args) -> int:
     from tfcert.progress import Bar, Replay
     from tfcert.report import as_json, human, junit
-    from tfcert.verify.check import verify
+    from tfcert.verify.check import check_certificate
 
     docs = _documents(args, ("model", "dataset", "certificate"))
     if args.junit:
         _refuse_overwrite([args.junit], [d.path for d in docs.values()])
     with Bar("verify") as bar:
         watch = Replay(bar)
-        report = verify(docs["model"], docs["dataset"], docs["certificate"], watch, observers=(watch,))
+        report = check_certificate(docs["model"], docs["dataset"], docs["certificate"], watch, observers=(watch,))
     _warn(report.warnings)
     if args.junit:
         _write_text(args.junit, junit(report))
@@ -134,7 +134,7 @@ def cmd_check(args) -> int:
     from tfcert.files import BUNDLE_FILES, find_bundles, load
     from tfcert.progress import Bar
     from tfcert.report import as_json, junit_suites
-    from tfcert.verify.check import verify
+    from tfcert.verify.check import check_certificate
 
     bundles = [b for root in args.roots for b in find_bundles(root)]
     if not bundles:
@@ -147,7 +147,7 @@ def cmd_check(args) -> int:
         for i, folder in enumerate(bundles):
             bar(i, len(bundles), str(folder))
             docs = [load(folder / f"{slot}.json", slot) for slot in ("model", "dataset", "certificate")]
-            reports.append((str(folder), verify(*docs)))
+            reports.append((str(folder), check_certificate(*docs)))
     if args.junit:
         _write_text(args.junit, junit_suites(reports))
     ok = all(r.ok for _, r in reports)
@@ -170,7 +170,7 @@ def cmd_audit(args) -> int:
     from tfcert.audit.audit import audit, certificate
     from tfcert.progress import Bar
     from tfcert.report import audit_human, audit_json, audit_stopped_json, json_text
-    from tfcert.verify.check import check_compatible, verify
+    from tfcert.verify.check import check_certificate, check_compatible
     from tfcert.verify.formats import dumps, parse_document, read_dataset, read_model
     from tfcert.verify.numbers import parse_number
 
@@ -202,7 +202,7 @@ def cmd_audit(args) -> int:
     text = json_text(audit_json(report)) if args.json else audit_human(report)
     if args.output:
         cert = dumps(certificate(report, model_doc.raw, dataset_doc.raw, len(model.blocks)))
-        check = verify(model_doc, dataset_doc, parse_document(args.output, cert))
+        check = check_certificate(model_doc, dataset_doc, parse_document(args.output, cert))
         if check.ok != report.interpolates:
             raise AssertionError("audit certificate disagrees with the audit")  # a bug
         _write_text(args.output, cert)
@@ -228,13 +228,13 @@ def cmd_report(args) -> int:
     from tfcert.htmlreport import page
     from tfcert.plot import phases, render
     from tfcert.progress import Bar
-    from tfcert.verify.check import verify
+    from tfcert.verify.check import check_certificate
     from tfcert.verify.formats import read_dataset, read_model
 
     docs = _documents(args, ("model", "dataset", "certificate"))
     _refuse_overwrite([args.output], [d.path for d in docs.values()])
     with Bar("verify") as bar:
-        report = verify(docs["model"], docs["dataset"], docs["certificate"], bar)
+        report = check_certificate(docs["model"], docs["dataset"], docs["certificate"], bar)
     _warn(report.warnings)
     model, cert = read_model(docs["model"]), docs["certificate"]
     pictures, note = None, None

@@ -74,11 +74,11 @@ class ClaimsFailed(Exception):
 class BundleItem(pytest.Item):
     def runtest(self) -> None:
         from tfcert.files import load
-        from tfcert.verify.check import verify
+        from tfcert.verify.check import check_certificate
 
         folder = self.path.parent
         docs = [load(folder / f"{slot}.json", slot) for slot in SLOTS]
-        report = verify(*docs)
+        report = check_certificate(*docs)
         if not report.ok:
             raise ClaimsFailed([r for r in report.results if not r.ok], len(report.results))
 

@@ -205,11 +205,12 @@ def mutate(rng: random.Random, files: dict[str, bytes]) -> tuple[dict[str, bytes
 
 def checker(files: dict[str, bytes]) -> str:
     """The checker's verdict: "accepted", "rejected (exit 1)" or "refused (exit 2)"."""
-    from tfcert.verify.check import verify
+    from tfcert.verify.check import check_certificate
     from tfcert.verify.formats import parse_document
 
     try:
-        report = verify(*(parse_document(n, files[n]) for n in ("model.json", "dataset.json", "certificate.json")))
+        report = check_certificate(*(parse_document(n, files[n])
+                                     for n in ("model.json", "dataset.json", "certificate.json")))
     except InputError:
         return "refused (exit 2)"
     return "accepted" if report.ok else "rejected (exit 1)"

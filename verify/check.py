@@ -97,8 +97,8 @@ def _parse_claims(cert: Document, ctx: Context) -> list[_Parsed]:
     return parsed
 
 
-def verify(model_doc: Document, dataset_doc: Document, cert_doc: Document,
-           progress: Callable[[int, int], None] | None = None, observers: tuple = ()) -> Report:
+def check_certificate(model_doc: Document, dataset_doc: Document, cert_doc: Document,
+                      progress: Callable[[int, int], None] | None = None, observers: tuple = ()) -> Report:
     """Check a certificate against the exact model and dataset bytes.
     ``observers`` (float analyses) see every step the float claims see, so
     a caller can state float claims from this very replay (construct)."""
@@ -221,4 +221,4 @@ def follow(observers, step: Step) -> None:
 
 def verify_files(model: str | Path, dataset: str | Path, certificate: str | Path,
                  progress: Callable[[int, int], None] | None = None) -> Report:
-    return verify(load_document(model), load_document(dataset), load_document(certificate), progress)
+    return check_certificate(load_document(model), load_document(dataset), load_document(certificate), progress)
