@@ -195,19 +195,26 @@ def _padded(seqs, d: int) -> tuple[torch.Tensor, torch.Tensor]:
 def prepare(dataset) -> Problem:
     """Build θ_c for ``dataset`` (a dataset.json path) with softmax attention; bad input is an
     InputError naming the file."""
-    from tfcert.api import construct
+    from tfcert.construct.bundle import build
+    from tfcert.errors import InputError, with_limit_hint
     from tfcert.export import certified_bound
-    from tfcert.verify.formats import read_dataset, read_model
+    from tfcert.files import load
+    from tfcert.progress import Bar
+    from tfcert.verify.formats import parse_document, read_dataset, read_model
 
-    bundle = construct(dataset, "softmax")
-    docs = bundle.documents()
-    model, data = read_model(docs["model"]), read_dataset(docs["dataset"])
+    try:
+        with Bar("construct") as bar:
+            files = build(load(dataset, "dataset"), "softmax", progress=bar).files
+    except InputError as exc:  # `tfcert experiment` takes no --limit: the hint names the library's limits
+        raise InputError(with_limit_hint(str(exc), library=True)) from None
+    model = read_model(parse_document("model.json", files["model.json"]))
+    data = read_dataset(parse_document("dataset.json", files["dataset.json"]))
     theta = exact_parameters(model)
     x, mask = _padded([p.input for p in data.pairs], model.d)
     y, ymask = _padded([p.output for p in data.pairs], model.d)
     y_max = max(abs(as_fraction(v)) for p in data.pairs for t in p.output for v in t)
     return Problem(str(dataset), model.d, as_fraction(model.temperature), layout(model), theta, squared_norm(theta),
-                   certified_bound(bundle.certificate, "float64"), x, mask, y, ymask, y_max)
+                   certified_bound(files["certificate.json"], "float64"), x, mask, y, ymask, y_max)
 
 
 def gamma(k: int) -> Fraction:

@@ -15,14 +15,14 @@ from pathlib import Path
 
 import z3
 
-from tfcert.smt import cvc5_answer
+from tfcert.cli.smt import cvc5_answer
 
 REPO = Path(__file__).resolve().parent.parent
 
 
 def seconds(argv: list[str]) -> float:
     start = time.perf_counter()
-    subprocess.run([sys.executable, "-m", "tfcert.main", "-q", *argv], check=True, capture_output=True)
+    subprocess.run([sys.executable, "-m", "tfcert", "-q", *argv], check=True, capture_output=True)
     return time.perf_counter() - start
 
 

@@ -135,7 +135,7 @@ def examples() -> str:
     import importlib.util
 
     import tfcert.export as tx
-    from tfcert.floatrun import DTYPES as NUMPY, deviation
+    from tfcert.bench.floatrun import DTYPES as NUMPY, deviation
     from tfcert.verify.evaluate import Replay
     from tfcert.verify.formats import parse_document, read_dataset, read_model
 

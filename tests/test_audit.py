@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from test_construct_property import EQUAL_MEANS
 
 from tfcert.construct.bundle import build
-from tfcert.main import main
+from tfcert.cli.main import main
 
 
 @pytest.fixture(scope="module", params=["demo", "equal-means"])

@@ -13,8 +13,8 @@ from fractions import Fraction
 import numpy as np
 import pytest
 
-from tfcert import bench
-from tfcert.main import main
+from tfcert.bench import bench, peers
+from tfcert.cli.main import main
 
 
 def run_quiet(argv: list[str]) -> tuple[int, str, str]:
@@ -105,8 +105,8 @@ def test_naive_replay_agrees_with_the_verifier(bundle, tmp_path):
 
     _, b = bundle
     model, dataset, cert = (b.files[f] for f in ("model.json", "dataset.json", "certificate.json"))
-    outputs, bits = bench.naive_replay(model, dataset, track_bits=True)
-    assert bench.interpolates(outputs, dataset) is True and bits[0] > 0 and bits[1] > 0
+    outputs, bits = peers.naive_replay(model, dataset, track_bits=True)
+    assert peers.interpolates(outputs, dataset) is True and bits[0] > 0 and bits[1] > 0
 
     def fast(model_raw: bytes):
         doc = json.loads(cert)
@@ -121,7 +121,7 @@ def test_naive_replay_agrees_with_the_verifier(bundle, tmp_path):
     assert len(changed) == 1
     report = fast(bad)
     assert not report.ok and "exact" in {r.kind for r in report.results if not r.ok}
-    assert bench.interpolates(bench.naive_replay(bad, dataset)[0], dataset) is False
+    assert peers.interpolates(peers.naive_replay(bad, dataset)[0], dataset) is False
 
 
 def test_verify_phase_pays_only_for_verify(bundle, tmp_path):
@@ -134,7 +134,7 @@ def test_verify_phase_pays_only_for_verify(bundle, tmp_path):
     _, b = bundle
     for name in ("model.json", "dataset.json", "certificate.json"):
         (tmp_path / name).write_bytes(b.files[name])
-    probe = ("import json, sys; from pathlib import Path; from tfcert import benchphase; "
+    probe = ("import json, sys; from pathlib import Path; from tfcert.bench import benchphase; "
              "r = benchphase.verify(Path(sys.argv[1])); print(json.dumps([r['ok'], 'numpy' in sys.modules]))")
     out = subprocess.run([sys.executable, "-c", probe, str(tmp_path)], capture_output=True, text=True, check=True)
     assert json.loads(out.stdout) == [True, False]
@@ -147,9 +147,9 @@ def test_dense_forward_is_the_float_run(bundle):
     pairs, b = bundle
     (bound,) = [Fraction(c["bound"]) for p in b.certificate["phases"] for c in p["claims"]
                 if c["kind"] == "float" and c["format"] == "binary64"]
-    outs = bench.dense_forward(b.files["model.json"], b.files["dataset.json"])
+    outs = peers.dense_forward(b.files["model.json"], b.files["dataset.json"])
     for out, pair in zip(outs, pairs):
-        assert bench.hausdorff(out, np.array(pair["output"], dtype=float)) <= float(bound)
+        assert peers.hausdorff(out, np.array(pair["output"], dtype=float)) <= float(bound)
 
 
 def test_exponent_fit():

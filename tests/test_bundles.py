@@ -7,7 +7,7 @@ import json
 import pytest
 from conftest import REPO
 
-from tfcert.main import main
+from tfcert.cli.main import main
 
 MANIFEST = json.loads((REPO / "certificates" / "manifest.json").read_text())
 

@@ -14,7 +14,7 @@ from xml.etree import ElementTree as ET
 import pytest
 from conftest import REPO
 
-from tfcert.main import main
+from tfcert.cli.main import main
 
 DEMO = REPO / "tfcert" / "examples" / "demo.json"
 FILES = ("dataset.json", "model.json", "certificate.json")

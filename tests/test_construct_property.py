@@ -13,8 +13,8 @@ from naive import forward, q
 
 from tfcert.construct.build import construct
 from tfcert.construct.bundle import build
+from tfcert.cli.main import main
 from tfcert.construct.hats import identity_sa
-from tfcert.main import main
 from tfcert.verify.claims.size import measure
 from tfcert.verify.formats import load_document, read_dataset
 

@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 from test_construct_property import EQUAL_MEANS
 
 from tfcert.construct.bundle import build
-from tfcert.main import main
+from tfcert.cli.main import main
 
 TINY = Fraction(1, 10**30)
 SETTINGS = settings(max_examples=30, deadline=None,

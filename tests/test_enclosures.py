@@ -45,7 +45,7 @@ def test_softmax_on_huge_tokens_stays_in_memory(tmp_path):
     path = tmp_path / "ds.json"
     path.write_text(json.dumps(ds))
     code = ("import resource, sys; resource.setrlimit(resource.RLIMIT_AS, (2 << 30, 2 << 30)); "
-            "from tfcert.main import main; "
+            "from tfcert.cli.main import main; "
             f"sys.exit(main(['construct', {str(path)!r}, '-o', {str(tmp_path / 'out')!r}, '--attention', 'softmax']))")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr

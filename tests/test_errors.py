@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 
 from tfcert.construct.bundle import build
 from tfcert.errors import InputError
-from tfcert.main import main
+from tfcert.cli.main import main
 from tfcert.verify.formats import parse_document, read_dataset
 from tfcert.verify.numbers import fmt, parse_number
 

@@ -12,7 +12,7 @@ import sys
 
 import pytest
 
-from tfcert.main import main
+from tfcert.cli.main import main
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 EXPERIMENTS = ("intrinsic-dim", "cost-law", "depth", "triangle")
@@ -40,7 +40,7 @@ def test_missing_torch_is_one_error_line(monkeypatch, capsys, tmp_path):
 
 
 def test_cli_import_does_not_import_torch():
-    code = "import sys, tfcert.main, tfcert.experiments.cli; print('torch' in sys.modules)"
+    code = "import sys, tfcert.cli.main, tfcert.cli.experiments; print('torch' in sys.modules)"
     assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           check=True).stdout.strip() == "False"
 
@@ -56,7 +56,7 @@ def test_grids_verdicts_and_from_need_no_torch(tmp_path):
             "for name in ('intrinsic_dim', 'cost_law', 'depth', 'triangle'):\n"
             "    module = import_module('tfcert.experiments.' + name)\n"
             "    assert module.jobs(True, 0) and callable(module.summarise)\n"
-            "from tfcert.main import main\n"
+            "from tfcert.cli.main import main\n"
             "sys.exit(main(sys.argv[1:]))")
     run = subprocess.run([sys.executable, "-c", code, "experiment", "intrinsic-dim", "--from", str(records),
                           "--out", str(tmp_path / "out"), "--json"], capture_output=True, text=True)

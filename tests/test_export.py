@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 from conftest import REPO, dataset_json
 from tfcert.errors import InputError
 from tfcert.export.rounding import FORMATS, round_to
-from tfcert.main import main
+from tfcert.cli.main import main
 
 BUNDLES = sorted(p.parent for p in (REPO / "certificates").glob("*/model.json"))
 F32_MAX = float(np.finfo(np.float32).max)
@@ -466,7 +466,7 @@ def test_missing_torch_is_one_error_line(monkeypatch, capsys, tmp_path):
 
 
 def test_import_does_not_import_torch():
-    code = "import sys, tfcert, tfcert.main, tfcert.export; print('torch' in sys.modules)"
+    code = "import sys, tfcert, tfcert.cli.main, tfcert.export; print('torch' in sys.modules)"
     assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           check=True).stdout.strip() == "False"
 

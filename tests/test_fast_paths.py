@@ -207,7 +207,7 @@ def test_a_snap_plateau_fails_for_a_change_in_any_one_row():
 # ---------------------------------------------------------------- region queries on a span basis
 
 def _block(ff: FF) -> dict:
-    """The group's layer as tfcert/oracle.py reads one (Fractions), for its exact checks."""
+    """The group's layer as tfcert/selftest/oracle.py reads one (Fractions), for its exact checks."""
     return {"eta": as_fraction(ff.eta), "W": [[as_fraction(w) for w in row] for row in ff.W],
             "b": [as_fraction(v) for v in ff.b]}
 
@@ -246,7 +246,7 @@ def test_zero_outside_on_a_span_basis_matches_the_piecewise_linear_check(case):
     ff, points = case
     units = (0, 1, 2, 3)
     lo, hi = fmpq(points[0].numerator, points[0].denominator), fmpq(points[-1].numerator, points[-1].denominator)
-    from tfcert.oracle import zero_on
+    from tfcert.selftest.oracle import zero_on
     blk = _block(ff)
     truth = zero_on(blk, units, None, points[0]) and zero_on(blk, units, points[-1], None)
     assert (zero_outside(ff, units, lo, hi) is None) == truth
@@ -266,7 +266,7 @@ def test_lands_on_a_span_basis_matches_the_plateau_ends(case, k, drift, eta):
     d = len(ff.W)
     k = min(k, d - 1)
     c, r = (points[1] + points[2]) / 2, (points[2] - points[1]) / 2
-    from tfcert.oracle import group
+    from tfcert.selftest.oracle import group
     at = [tuple(eta * t * (i == k) + g for i, g in enumerate(group(_block(ff), (0, 1, 2, 3), t))) for t in (c - r, c + r)]
     to = tuple(v + (drift if i == 0 else 0) for i, v in enumerate(at[0]))  # the left end's value, maybe moved
     truth = at[0] == to and at[1] == to

@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from conftest import dataset_json, datasets, write_json
-from tfcert.floatrun import DTYPES, deviation
+from tfcert.bench.floatrun import DTYPES, deviation
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 

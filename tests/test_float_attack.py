@@ -1,6 +1,6 @@
 """Red-team cases for the float claim: models for which the certified float
 bound (tfcert audit / verify/float_analysis.py) is smaller than the deviation
-an actual float run (tfcert.floatrun, allowed by docs/float.md) shows.
+an actual float run (tfcert.bench.floatrun, allowed by docs/float.md) shows.
 Each held while the bug was present; the analysis now either proves a bound
 the float runs respect or refuses to give one (both are sound)."""
 from __future__ import annotations
@@ -14,7 +14,7 @@ from conftest import write_json  # noqa: F401  (keeps the tests/ import path)
 from flint import ctx, fmpq
 
 from tfcert.audit.audit import audit
-from tfcert.floatrun import deviation
+from tfcert.bench.floatrun import deviation
 from tfcert.verify.enclose import Noise, bounds, noise_bound
 from tfcert.verify.evaluate import Replay
 from tfcert.verify.floats import FORMATS, round_nearest
@@ -135,7 +135,7 @@ def test_uniform_mean_underflow():
 #    ("x̂ + 0·(finite) = x̂"), but only the score A.bilinear is range-checked,
 #    not s/τ: with τ = 2^-100 and scores 2^1000 the scaled scores overflow, the
 #    float run computes exp(inf − inf) = NaN and V·m = 0·NaN = NaN. Certified: 0.
-#    (tfcert.floatrun skips such layers too, so an evaluator that runs the
+#    (tfcert.bench.floatrun skips such layers too, so an evaluator that runs the
 #    layer by its formula is used.)
 # fixed: "the ρ=1, V=0 shortcut does not range-check s/τ for softmax"
 def test_softmax_noop_attention_with_overflowing_scaled_scores():
@@ -298,7 +298,7 @@ def test_softmax_over_enclosures_with_low_rank_scores_is_refused_not_a_crash():
 
 def _hardmax_run(X, A, V, rho, t, scale=None):
     """A hardmax SA layer in IEEE arithmetic of dtype t, every product and sum
-    rounded separately: scores with the dense A in tfcert.floatrun's order
+    rounded separately: scores with the dense A in tfcert.bench.floatrun's order
     (Â x̂_i first, then its dot product with x̂_l), or, given ``scale``, in the
     low-rank form's scale·⟨x̂_i, x̂_l⟩."""
     n, d = len(X), len(X[0])

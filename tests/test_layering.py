@@ -13,7 +13,7 @@ from conftest import REPO
 VERIFY = REPO / "verify"
 FORBIDDEN = {
     "construct": ("tfcert.construct", "construct"),
-    "audit/cli": ("tfcert.audit", "tfcert.main", "tfcert.demo", "tfcert.bench", "audit"),
+    "audit/cli": ("tfcert.audit", "tfcert.api", "tfcert.cli", "tfcert.bench", "tfcert.selftest", "audit"),
 }
 
 
@@ -91,7 +91,7 @@ def _modules_of_text(text: str, as_path: Path) -> list[str]:
 
 def test_importing_the_checker_loads_no_construction_code():
     code = ("import sys; import tfcert.verify.check, tfcert.verify.formats, tfcert.report; "
-            "bad = sorted(m for m in sys.modules if m.startswith(('tfcert.construct', 'tfcert.audit', 'tfcert.main'))); "
+            "bad = sorted(m for m in sys.modules if m.startswith(('tfcert.construct', 'tfcert.audit', 'tfcert.cli'))); "
             "print(bad); sys.exit(1 if bad else 0)")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stdout + proc.stderr
@@ -148,3 +148,47 @@ def test_verify_imports_nothing_of_tfcert_outside_itself():
     bad = [f"{p.relative_to(REPO)}:{line}: imports {m}" for p in SOURCES for line, m in imported_modules(p)
            if (m == "tfcert" or m.startswith("tfcert.")) and not hits(m, ("tfcert.verify",))]
     assert bad == [], "\n".join(bad)
+
+
+# The rooms of the namespace and what each may import (docs/architecture.md): a room is a
+# subpackage of tfcert or a module directly in tfcert/ (tests/import_graph.py draws the edges).
+BOTTOM = {"tfcert.errors", "tfcert.files", "tfcert.progress", "tfcert.report"}
+LIBRARY = {"tfcert.construct", "tfcert.audit", "tfcert.infoflow", "tfcert.experiments", "tfcert.export"}
+TOOLS = {"tfcert.bench", "tfcert.selftest"}
+FACES = {"tfcert.cli", "tfcert.api", "tfcert.__main__"}
+MAY_IMPORT = {
+    "tfcert.verify": set(),
+    **{r: {"tfcert.verify"} | BOTTOM for r in BOTTOM},
+    **{r: {"tfcert.verify"} | BOTTOM | LIBRARY for r in LIBRARY | TOOLS},
+    "tfcert.cli": {"tfcert.verify"} | BOTTOM | LIBRARY | TOOLS,  # everything but the notebook facade
+    "tfcert.api": {"tfcert.verify", "tfcert.cli"} | BOTTOM | LIBRARY,  # tfcert.cli.plot draws a Bundle
+    "tfcert.__main__": {"tfcert.cli"},
+}
+
+
+def test_every_room_has_rules():
+    """A new subpackage or top-level module of tfcert needs its line in MAY_IMPORT."""
+    from import_graph import modules, room
+
+    assert {room(m) for m in modules(REPO)} - {None} == set(MAY_IMPORT)
+
+
+def test_rooms_import_only_what_they_may():
+    """The kernel imports no other room, the bottom only the kernel, the library and the tools
+    never the command line or the notebook facade, the tools not each other."""
+    from import_graph import edges
+
+    bad = [f"{a} imports {b} ({n}×)" for (a, b), n in sorted(edges().items()) if b not in MAY_IMPORT.get(a, ())]
+    assert bad == [], "\n".join(bad)
+
+
+def test_the_rules_see_a_forbidden_import(tmp_path):
+    """The graph itself: a library module importing the command line is an edge the rules refuse."""
+    from import_graph import edges
+
+    (tmp_path / "pyproject.toml").write_text('package-dir = {"tfcert" = "tfcert", "tfcert.construct" = "construct"}\n')
+    for folder, text in (("tfcert", ""), ("tfcert/cli", ""), ("construct", "from ..cli import main\n")):
+        (tmp_path / folder).mkdir()
+        (tmp_path / folder / "__init__.py").write_text(text)
+    assert dict(edges(tmp_path)) == {("tfcert.construct", "tfcert.cli"): 1}
+    assert "tfcert.cli" not in MAY_IMPORT["tfcert.construct"]

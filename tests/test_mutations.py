@@ -1,5 +1,5 @@
 """The mutation campaign: random single changes to constructed bundles,
-decided by an independent judge (tfcert/oracle.py), must be accepted by the
+decided by an independent judge (tfcert/selftest/oracle.py), must be accepted by the
 checker exactly when every claim still holds."""
 from __future__ import annotations
 
@@ -13,10 +13,10 @@ from conftest import REPO
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tfcert.main import main
-from tfcert.oracle import judge
-from tfcert.selftest import without_float_claims
-from tfcert.selftest import KINDS, campaign, make_bundles, mutate
+from tfcert.cli.main import main
+from tfcert.selftest.oracle import judge
+from tfcert.selftest.selftest import without_float_claims
+from tfcert.selftest.selftest import KINDS, campaign, make_bundles, mutate
 
 
 @pytest.fixture(scope="module")
@@ -61,7 +61,7 @@ def test_judge_accepts_the_committed_bundles(name):
 
 
 def test_judge_shares_no_code_with_the_checker():
-    tree = ast.parse((REPO / "tfcert" / "oracle.py").read_text())
+    tree = ast.parse((REPO / "tfcert" / "selftest" / "oracle.py").read_text())
     modules = {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
     modules |= {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
     assert not any(m and m.startswith("tfcert") for m in modules), modules

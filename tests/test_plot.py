@@ -15,7 +15,7 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from tfcert.construct.bundle import build
-from tfcert.main import main
+from tfcert.cli.main import main
 from tfcert.verify.formats import parse_document
 
 CERTS = REPO / "certificates"
@@ -110,7 +110,7 @@ def one_token(tmp_path_factory) -> Path:
 
 
 def profile_axes(folder: Path):
-    from tfcert.plot import figures, read_bundle
+    from tfcert.cli.plot import figures, read_bundle
 
     fig = figures(*read_bundle(folder))[0]["profile"]
     return fig, {ax.get_label(): ax for ax in fig.axes}
@@ -121,7 +121,7 @@ def test_profile_shows_every_phase_with_whole_ticks_and_labels_apart(folder, one
     """Both halves of the model carry data (the interpolation's snaps too; a lone token has no
     gap or margin before them), ticks are whole blocks, every point lies inside the limits, and
     no two phase labels overlap."""
-    from tfcert.plot import MARKERS
+    from tfcert.cli.plot import MARKERS
 
     fig, axes = profile_axes(folder or one_token)
     ax, strip = axes["profile"], axes["phases"]
@@ -142,7 +142,7 @@ def test_profile_shows_every_phase_with_whole_ticks_and_labels_apart(folder, one
 
 @pytest.mark.slow
 def test_softmax_profile_shows_tau_star_and_the_noise():
-    from tfcert.plot import render_bundle
+    from tfcert.cli.plot import render_bundle
 
     hard, soft = render_bundle(CERTS / "demo-hardmax"), render_bundle(CERTS / "demo-softmax")
     assert hard.png["profile"] != soft.png["profile"]
@@ -158,7 +158,7 @@ def test_phases_panels_hold_every_marker_whole(folder, one_token):
     """Every token and target marker lies inside its panel (the shared target at (3, -1.25) was cut)."""
     import math
 
-    from tfcert.plot import figures, read_bundle
+    from tfcert.cli.plot import figures, read_bundle
 
     fig = figures(*read_bundle(folder or one_token))[0]["phases"]
     fig.canvas.draw()
@@ -190,7 +190,7 @@ def test_phases_counts_sit_beside_the_markers(folder):
     """The count of a shared token ("3", "2") was drawn 5 points up and right of
     its centre, over its own rings and the target square there: each count now
     meets no marker of its panel and stays inside it."""
-    from tfcert.plot import figures, read_bundle
+    from tfcert.cli.plot import figures, read_bundle
 
     fig = figures(*read_bundle(folder))[0]["phases"]
     fig.canvas.draw()
@@ -211,7 +211,7 @@ def test_phases_panel_on_one_coordinate_gets_that_value_as_its_tick():
     """After the separation every y is 1 and after the collapse every x is 0: such a
     panel's axis showed a made-up 0.9..1.1 with fractional ticks; now its one tick is
     the shared value, centred in a range as wide as the other axis's span."""
-    from tfcert.plot import figures, read_bundle
+    from tfcert.cli.plot import figures, read_bundle
 
     fig = figures(*read_bundle(CERTS / "demo-hardmax"))[0]["phases"]
     panels = {ax.get_title().split(" (")[0]: ax for ax in fig.axes if ax.get_title()}
@@ -257,7 +257,7 @@ def test_softmax_collapse_markers_are_side_by_side():
     """At the collapse block the τ* claim's noise bound (▼) and the noise the snaps
     allow (×) are nearly equal: they were drawn on top of each other. They stand
     side by side, at least a marker apart, within their block."""
-    from tfcert.plot import MARKERS
+    from tfcert.cli.plot import MARKERS
 
     fig, axes = profile_axes(CERTS / "demo-softmax")
     ax = axes["profile"]
@@ -276,7 +276,7 @@ def test_softmax_collapse_markers_are_side_by_side():
 
 @pytest.mark.slow
 def test_pictures_are_deterministic():
-    from tfcert.plot import render_bundle
+    from tfcert.cli.plot import render_bundle
 
     for folder in (CERTS / "demo-hardmax", CERTS / "demo-softmax"):
         assert render_bundle(folder).png == render_bundle(folder).png
@@ -287,7 +287,7 @@ def test_plot_says_which_pictures_it_does_not_draw(tmp_path, capsys):
     """d = 20: no phases.png, said on stderr and under "skipped" with --json (the tour promised both)."""
     from jsonschema import validate
 
-    from tfcert.schemas import load_schema
+    from tfcert.cli.schemas import load_schema
 
     rc, doc, err = plot_json(["plot", CERTS / "random-d20-wide", "-o", tmp_path / "w", "--json"], capsys)
     assert rc == 0 and set(doc["files"]) == {"profile"} and "d = 20" in doc["skipped"]["phases"]
@@ -303,7 +303,7 @@ def test_plot_says_which_pictures_it_does_not_draw(tmp_path, capsys):
 
 def test_bench_width_picture_shows_both_series():
     """Parameters fall by a few per block saved: on twin axes the two curves coincided."""
-    from tfcert.bench import width_figure
+    from tfcert.bench.bench import width_figure
 
     trade = [{"width": w, "blocks": b, "parameters": p}
              for w, b, p in [(4, 51, 3360), (8, 31, 3280), (16, 26, 3260), (48, 23, 3248), (80, 22, 3244)]]

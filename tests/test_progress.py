@@ -13,7 +13,7 @@ DEMO = REPO / "tfcert" / "examples" / "demo.json"
 
 
 def construct(tmp_path, *flags: str) -> subprocess.CompletedProcess:
-    code = "import sys; from tfcert.main import main; sys.exit(main(sys.argv[1:]))"
+    code = "import sys; from tfcert.cli.main import main; sys.exit(main(sys.argv[1:]))"
     return subprocess.run([sys.executable, "-c", code, *flags, "construct", str(DEMO), "-o", str(tmp_path / "b"),
                            "--attention", "softmax", "--force", "--json"], capture_output=True, text=True,
                           timeout=300, env={"PATH": "/usr/bin:/bin", "TFCERT_PROGRESS_INTERVAL": "0.01"})

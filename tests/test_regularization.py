@@ -10,7 +10,7 @@ from fractions import Fraction
 import pytest
 from conftest import REPO
 
-from tfcert.main import main
+from tfcert.cli.main import main
 
 DEMO = REPO / "tfcert" / "examples" / "demo.json"
 
@@ -129,7 +129,7 @@ def test_cli_end_to_end(torch, capsys, tmp_path, monkeypatch):
     import jsonschema
 
     from tfcert.experiments import regularization
-    from tfcert.schemas import load_schema
+    from tfcert.cli.schemas import load_schema
 
     monkeypatch.setattr(regularization, "QUICK", _plan(3, rates_c=(0.0,)))  # θ_c stays put
     argv = ["experiment", "regularization", "--dataset", str(DEMO), "--quick", "--out", str(tmp_path)]

@@ -16,8 +16,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from conftest import REPO
-from tfcert.htmlreport import number
-from tfcert.main import main
+from tfcert.cli.htmlreport import number
+from tfcert.cli.main import main
 
 BUNDLE = REPO / "certificates" / "equal-means-hardmax"
 EXTERNAL = re.compile(r"""(?:src|href)\s*=\s*["'](?!data:|#)|<link\b|url\(|@import""", re.I)

@@ -12,8 +12,8 @@ import jsonschema
 import pytest
 from conftest import REPO
 
-from tfcert.main import build_parser, main
-from tfcert.schemas import load_schema, names
+from tfcert.cli.main import build_parser, main
+from tfcert.cli.schemas import load_schema, names
 
 CERTS = REPO / "certificates"
 HARDMAX, SOFTMAX = CERTS / "demo-hardmax", CERTS / "demo-softmax"
@@ -148,7 +148,7 @@ def test_infoflow_depth_output_validates(capsys):
 
 def test_selftest_output_validates(capsys, monkeypatch):
     """Written like every --json output (json_text), with and without survivors."""
-    from tfcert import selftest
+    from tfcert.selftest import selftest
     from tfcert.report import json_text
 
     capsys.readouterr()
@@ -175,7 +175,7 @@ def test_infoflow_table_validates(monkeypatch, capsys):
     from tfcert.infoflow import table
 
     monkeypatch.setattr(table, "TABLE_T", (4,))
-    monkeypatch.setattr("tfcert.infoflow.cli.TABLE_T", (4,))
+    monkeypatch.setattr("tfcert.cli.infoflow.TABLE_T", (4,))
     validate(json_out(["infoflow", "table", "--json"], capsys), "infoflow-table-output")
 
 

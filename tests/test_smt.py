@@ -18,9 +18,9 @@ from flint import fmpq
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tfcert import smt
-from tfcert.main import main
-from tfcert.schemas import load_schema
+from tfcert.cli import smt
+from tfcert.cli.main import main
+from tfcert.cli.schemas import load_schema
 from tfcert.verify import regions
 
 BUNDLES = sorted(p for p in (REPO / "certificates").iterdir() if (p / "certificate.json").exists())
@@ -39,7 +39,7 @@ for q in json.loads((folder / "index.json").read_text())["queries"]:
         s.from_string(text)
         answer = str(s.check())
     else:
-        from tfcert.smt import cvc5_answer
+        from tfcert.cli.smt import cvc5_answer
         answer = cvc5_answer(text, 60)
     print(q["file"], answer, q["expected"])
 """

@@ -11,8 +11,8 @@ from flint import fmpq
 
 from tfcert.audit.audit import audit, certified_at, largest_certified_temperature
 from tfcert.construct.bundle import build
-from tfcert.demo import example_path
-from tfcert.main import main
+from tfcert.cli.demo import example_path
+from tfcert.cli.main import main
 from tfcert.verify.check import check_certificate
 from tfcert.verify.enclose import Path
 from tfcert.verify.layers import apply_ff_token

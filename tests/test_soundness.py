@@ -21,7 +21,7 @@ from tfcert.construct import bundle as bundle_module
 from tfcert.construct.bundle import build, write
 from tfcert.construct.temperature import bracket
 from tfcert.errors import InputError
-from tfcert.main import main
+from tfcert.cli.main import main
 from tfcert.verify import regions
 from tfcert.verify.formats import parse_document
 from tfcert.verify.numbers import LIMITS

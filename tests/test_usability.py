@@ -19,7 +19,7 @@ from xml.etree import ElementTree as ET
 import pytest
 from conftest import REPO
 
-from tfcert.main import build_parser, main
+from tfcert.cli.main import build_parser, main
 from tfcert.report import json_text
 
 DEMO = REPO / "tfcert" / "examples" / "demo.json"
@@ -332,7 +332,7 @@ def test_plot_d2_and_high_d(tmp_path, capsys):
 @pytest.mark.slow
 def test_plot_reads_phases_from_the_certificate(tmp_path, capsys):
     """Phase names and block ranges come from the file: renamed phases are drawn under their new names."""
-    from tfcert.plot import PhaseSpan, snapshot_ends
+    from tfcert.cli.plot import PhaseSpan, snapshot_ends
 
     folder = tmp_path / "b"
     shutil.copytree(HARDMAX, folder)
@@ -360,7 +360,7 @@ def test_bench_draws_its_plots(tmp_path, capsys):
 @pytest.mark.slow
 def test_plots_render_headless(tmp_path):
     """A child without any display, as CI runs it."""
-    code = f"import sys; from tfcert.main import main; sys.exit(main(['plot', {str(HARDMAX)!r}, '-o', {str(tmp_path)!r}]))"
+    code = f"import sys; from tfcert.cli.main import main; sys.exit(main(['plot', {str(HARDMAX)!r}, '-o', {str(tmp_path)!r}]))"
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
                           env={"PATH": "/usr/bin:/bin", "MPLBACKEND": ""})
     assert proc.returncode == 0, proc.stderr

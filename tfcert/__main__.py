@@ -1,5 +1,5 @@
 import sys
 
-from tfcert.main import main
+from tfcert.cli.main import main
 
 sys.exit(main())

@@ -215,7 +215,7 @@ class Bundle:
 
     def plot(self, directory: str | Path) -> dict[str, Path]:
         """Draw the pictures of ``tfcert plot`` into ``directory``."""
-        from tfcert.plot import phases, render
+        from tfcert.cli.plot import phases, render
         from tfcert.verify.formats import read_model
 
         docs = self.documents()

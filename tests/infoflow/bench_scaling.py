@@ -26,7 +26,7 @@ QUERIES = [
 def run(args: list[str]) -> tuple[float, int]:
     """Seconds and peak resident MB of ``tfcert infoflow ARGS`` in a child process."""
     start = time.perf_counter()
-    child = subprocess.Popen([sys.executable, "-m", "tfcert.main", "infoflow", *args, "--json"],
+    child = subprocess.Popen([sys.executable, "-m", "tfcert", "infoflow", *args, "--json"],
                              stdout=subprocess.DEVNULL)
     _, status, usage = os.wait4(child.pid, 0)  # this child's own peak memory
     seconds = time.perf_counter() - start

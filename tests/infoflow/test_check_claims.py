@@ -8,7 +8,7 @@ from test_replay import architectures, targets
 from tfcert.errors import InputError
 from tfcert.infoflow import (Architecture, builtin_target, check_document, depth, load_tree,
                              min_heads, predict)
-from tfcert.infoflow.cli import _witness_document
+from tfcert.cli.infoflow import _witness_document
 from tfcert.verify.formats import parse_document
 
 

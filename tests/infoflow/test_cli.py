@@ -4,7 +4,7 @@ import json
 import pytest
 
 from tfcert.infoflow import recheck
-from tfcert.main import main
+from tfcert.cli.main import main
 
 
 def run(capsys, *argv):

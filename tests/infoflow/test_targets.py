@@ -8,7 +8,7 @@ from hypothesis import given, strategies as st
 from tfcert.errors import InputError
 from tfcert.infoflow import (Architecture, Comparison, Target, builtin_target, load_tree,
                              parse_target, predict, replay)
-from tfcert.main import main
+from tfcert.cli.main import main
 
 
 def test_builtin_measures():

@@ -23,7 +23,7 @@ from fractions import Fraction
 from pathlib import Path
 
 from tfcert.verify.errors import InputError
-from tfcert.oracle import judge
+from tfcert.selftest.oracle import judge
 from tfcert.report import json_text
 
 KINDS = ("parameter", "claim", "block-order", "dataset-token", "sha256", "field-added", "field-removed", "list")

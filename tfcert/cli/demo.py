@@ -9,7 +9,7 @@ from pathlib import Path
 
 from tfcert.audit.audit import tightness
 from tfcert.construct.bundle import build, write_bundle
-from tfcert.plot import phases, render
+from tfcert.cli.plot import phases, render
 from tfcert.progress import Bar
 from tfcert.report import human, phase_table, size_line
 from tfcert.verify.check import verify_files

@@ -263,7 +263,7 @@ def _depth(args: argparse.Namespace) -> int:
 
 def _check(args: argparse.Namespace) -> int:
     from tfcert.infoflow.check import PROOF_TIMEOUT_MS, check_file
-    from tfcert.smt import Observer, Query
+    from tfcert.cli.smt import Observer, Query
 
     # refused before the run: cvc5 missing, or DIR not new or empty (exit 2, nothing written)
     observer = Observer(args.emit_smt, args.cross_check, PROOF_TIMEOUT_MS / 1000)

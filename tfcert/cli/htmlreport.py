@@ -61,7 +61,7 @@ def _rational(value: object) -> fmpq | None:
 
 def number(x: fmpq) -> str:
     """A rational as HTML: as it is when short, else a decimal approximation with the exact value as title."""
-    from tfcert.plot import approx
+    from tfcert.cli.plot import approx
 
     exact = str(x)
     if len(exact) <= SHORT:

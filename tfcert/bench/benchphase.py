@@ -1,5 +1,5 @@
 """One phase of ``tfcert bench`` as a process of its own: ``python -m
-tfcert.benchphase PHASE FOLDER`` prints one JSON line, what the phase
+tfcert.bench.benchphase PHASE FOLDER`` prints one JSON line, what the phase
 reports and the process's peak memory.
 
 Each phase imports only what it needs, so its whole-process seconds are what
@@ -43,7 +43,7 @@ def verify(folder: Path) -> dict:
 
 def float64(folder: Path) -> dict:
     """The peer: the dense float64 forward pass, reading the files too."""
-    from tfcert.bench import dense_forward
+    from tfcert.bench.peers import dense_forward
 
     start = time.perf_counter()
     dense_forward((folder / "model.json").read_bytes(), (folder / "dataset.json").read_bytes())
@@ -51,7 +51,7 @@ def float64(folder: Path) -> dict:
 
 
 def naive(folder: Path) -> dict:
-    from tfcert.bench import interpolates, naive_replay
+    from tfcert.bench.peers import interpolates, naive_replay
 
     start = time.perf_counter()
     raw = (folder / "dataset.json").read_bytes()
@@ -61,7 +61,7 @@ def naive(folder: Path) -> dict:
 
 def bits(folder: Path) -> dict:
     """Untimed: the naive replay again, noting the largest bits of every token after every layer."""
-    from tfcert.bench import naive_replay
+    from tfcert.bench.peers import naive_replay
 
     _, seen = naive_replay((folder / "model.json").read_bytes(), (folder / "dataset.json").read_bytes(),
                            track_bits=True)
@@ -71,7 +71,7 @@ def bits(folder: Path) -> dict:
 def stats(folder: Path) -> dict:
     """Untimed: the model's bits and the float columns (the observed float
     runs only up to OBSERVE_LIMIT token-layers)."""
-    from tfcert.bench import OBSERVE_LIMIT, float_columns, parameters_of
+    from tfcert.bench.peers import OBSERVE_LIMIT, float_columns, parameters_of
     from tfcert.verify.formats import load_document, read_dataset, read_model
 
     model = read_model(load_document(folder / "model.json"))

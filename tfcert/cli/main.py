@@ -211,7 +211,7 @@ def cmd_audit(args) -> int:
 
 
 def cmd_plot(args) -> int:
-    from tfcert.plot import render_bundle
+    from tfcert.cli.plot import render_bundle
 
     pictures = render_bundle(args.bundle)
     files = pictures.write(args.output or args.bundle)
@@ -225,8 +225,8 @@ def cmd_plot(args) -> int:
 
 
 def cmd_report(args) -> int:
-    from tfcert.htmlreport import page
-    from tfcert.plot import phases, render
+    from tfcert.cli.htmlreport import page
+    from tfcert.cli.plot import phases, render
     from tfcert.progress import Bar
     from tfcert.verify.check import check_certificate
     from tfcert.verify.formats import read_dataset, read_model
@@ -253,7 +253,7 @@ def cmd_report(args) -> int:
 
 
 def cmd_schema(args) -> int:
-    from tfcert.schemas import load_schema, names
+    from tfcert.cli.schemas import load_schema, names
 
     if args.name is None:
         print("\n".join(names()))
@@ -291,19 +291,19 @@ def cmd_export(args) -> int:
 
 
 def cmd_demo(args) -> int:
-    from tfcert.demo import run_demo
+    from tfcert.cli.demo import run_demo
 
     return run_demo(args.output, args.attention)
 
 
 def cmd_selftest(args) -> int:
-    from tfcert.selftest import run_selftest
+    from tfcert.selftest.selftest import run_selftest
 
     return run_selftest(args.mutations, args.seed, args.json)
 
 
 def cmd_bench(args) -> int:
-    from tfcert.bench import run_bench
+    from tfcert.bench.bench import run_bench
 
     return run_bench(args.quick, args.json, args.out, args.shapes, args.suite, args.naive_cap, args.shards)
 
@@ -327,7 +327,7 @@ def _limit_option(p: argparse.ArgumentParser) -> None:
 
 
 def _solver_options(p: argparse.ArgumentParser, emit: bool = False) -> None:
-    """--emit-smt and --cross-check: the region queries seen by tfcert/smt.py (docs/certificates.md)."""
+    """--emit-smt and --cross-check: the region queries seen by tfcert/cli/smt.py (docs/certificates.md)."""
     if emit:
         p.add_argument("--emit-smt", metavar="DIR",
                        help="also write every region query as an SMT-LIB2 file in DIR, with DIR/index.json")
@@ -338,13 +338,13 @@ def _solver_options(p: argparse.ArgumentParser, emit: bool = False) -> None:
 
 
 def _observed(args):
-    """The command runs with tfcert/smt.py watching the verifier's region queries, when asked to."""
+    """The command runs with tfcert/cli/smt.py watching the verifier's region queries, when asked to."""
     import contextlib
 
     emit, second = getattr(args, "emit_smt", None), getattr(args, "cross_check", None)
     if not getattr(args, "region_observers", False) or (emit is None and second is None):
         return contextlib.nullcontext()
-    from tfcert.smt import observing
+    from tfcert.cli.smt import observing
 
     return observing(emit, second)
 
@@ -472,8 +472,8 @@ def build_parser() -> argparse.ArgumentParser:
                         "go (default tfcert-bench)")
     p.add_argument("--json", action="store_true", help=JSON_HELP)
 
-    from tfcert.experiments.cli import register as register_experiments
-    from tfcert.infoflow.cli import register as register_infoflow
+    from tfcert.cli.experiments import register as register_experiments
+    from tfcert.cli.infoflow import register as register_infoflow
 
     register_infoflow(sub)
     register_experiments(sub)
@@ -566,6 +566,3 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         sys.stdout = stdout
 
-
-if __name__ == "__main__":
-    sys.exit(main())
