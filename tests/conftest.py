@@ -68,6 +68,16 @@ def datasets(draw, max_d: int = 24, max_n_seq: int = 30, max_len: int = 20, max_
     return dataset_json(d, pairs)
 
 
+def run(argv, capsys) -> tuple[int, str, str]:
+    """``tfcert ARGV`` in-process: its exit code, stdout and stderr (earlier output dropped)."""
+    from tfcert.cli.main import main
+
+    capsys.readouterr()
+    rc = main([str(a) for a in argv])
+    out, err = capsys.readouterr()
+    return rc, out, err
+
+
 def write_json(path: Path, value: dict) -> Path:
     path.write_text(json.dumps(value))
     return path

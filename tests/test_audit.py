@@ -7,7 +7,7 @@ import json
 from fractions import Fraction
 
 import pytest
-from conftest import REPO, dataset_json, write_json
+from conftest import REPO, dataset_json, run, write_json
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from test_construct_property import EQUAL_MEANS
@@ -27,13 +27,6 @@ def bundle(request, tmp_path_factory) -> dict:
         paths[name.split(".")[0]] = tmp / name
         paths[name.split(".")[0]].write_bytes(data)
     return {"paths": paths, **{k.split(".")[0]: json.loads(v) for k, v in b.files.items()}}
-
-
-def run(argv, capsys) -> tuple[int, str, str]:
-    capsys.readouterr()
-    rc = main([str(a) for a in argv])
-    out, err = capsys.readouterr()
-    return rc, out, err
 
 
 def audit(model, dataset, capsys, *extra) -> tuple[int, dict]:

@@ -12,19 +12,12 @@ from pathlib import Path
 from xml.etree import ElementTree as ET
 
 import pytest
-from conftest import REPO
+from conftest import REPO, run
 
 from tfcert.cli.main import main
 
 DEMO = REPO / "tfcert" / "examples" / "demo.json"
 FILES = ("dataset.json", "model.json", "certificate.json")
-
-
-def run(argv, capsys) -> tuple[int, str, str]:
-    capsys.readouterr()
-    rc = main([str(a) for a in argv])
-    out, err = capsys.readouterr()
-    return rc, out, err
 
 
 @pytest.fixture(scope="module")

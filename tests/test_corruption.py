@@ -1,4 +1,4 @@
-"""Each hardmax claim kind catches the smallest change that breaks it.
+"""Each claim kind catches the smallest change that breaks it (a test below ties the kinds to them).
 
 A corrupted model is re-hashed into the certificate (as a forger would do),
 so the claim itself — not the integrity hash — must catch it. Every check
@@ -427,6 +427,42 @@ def test_size_claim_of_a_bigger_model(bundles, tmp_path, capsys):
     cert = copy.deepcopy(b["certificate"])
     cert["phases"][-1]["blocks"][1] += 1
     assert_caught(verify(tmp_path, b, model=model, cert=cert, capsys=capsys), "size", None, only=True)
+
+
+
+# ---------------------------------------------------------------- snap and float
+
+@pytest.mark.parametrize("name", NAMES)
+def test_snap_claim_center_moved(name, bundles, tmp_path, capsys):
+    """A snap's plateau centre moved by 10^-30: the code no longer sits where the claim says."""
+    b = bundles[name]
+    cert = copy.deepcopy(b["certificate"])
+    claim = claim_of(cert, "snap")
+    claim["center"] = plus(claim["center"], TINY)
+    assert_caught(verify(tmp_path, b, cert=cert, capsys=capsys), "snap", claim["block"], only=True)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_float_claim_bound_halved(name, bundles, tmp_path, capsys):
+    """A float claim stating half its bound: below what the analysis proves, so it fails."""
+    b = bundles[name]
+    cert = copy.deepcopy(b["certificate"])
+    claim = claim_of(cert, "float")
+    claim["bound"] = str(q(claim["bound"]) / 2)
+    assert_caught(verify(tmp_path, b, cert=cert, capsys=capsys), "float", None, only=True)
+
+
+def test_every_claim_kind_is_caught_through_the_cli():
+    """Every kind the checker knows (verify/check.py's KINDS) is broken by a test of this file that
+    sees ``tfcert verify`` exit 1 naming that kind (assert_caught): a new kind cannot ship without one."""
+    import ast
+
+    from tfcert.verify.check import KINDS
+
+    calls = [node for node in ast.walk(ast.parse(Path(__file__).read_text()))
+             if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "assert_caught"]
+    caught = {c.args[1].value for c in calls if len(c.args) > 1 and isinstance(c.args[1], ast.Constant)}
+    assert set(KINDS) - caught == set(), "claim kinds no corruption test catches"
 
 
 # ---------------------------------------------------------------- any model entry

@@ -14,14 +14,13 @@ from fractions import Fraction
 from pathlib import Path
 
 import pytest
-from conftest import REPO, dataset_json, write_json
+from conftest import REPO, dataset_json, run, write_json
 from flint import fmpq
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tfcert.construct.bundle import build
 from tfcert.errors import InputError
-from tfcert.cli.main import main
 from tfcert.verify.formats import parse_document, read_dataset
 from tfcert.verify.numbers import fmt, parse_number
 
@@ -38,13 +37,6 @@ def bundle_values():
     demo = Path(__file__).resolve().parent.parent / "tfcert" / "examples" / "demo.json"
     b = build(demo)
     return {name: json.loads(data) for name, data in b.files.items()}
-
-
-def run(argv: list[str], capsys) -> tuple[int, str, str]:
-    capsys.readouterr()
-    rc = main([str(a) for a in argv])
-    out, err = capsys.readouterr()
-    return rc, out, err
 
 
 def assert_input_error(rc: int, out: str, err: str, file: str | Path | None, path: bool = True) -> str:

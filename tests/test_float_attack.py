@@ -2,7 +2,10 @@
 bound (tfcert audit / verify/float_analysis.py) is smaller than the deviation
 an actual float run (tfcert.bench.floatrun, allowed by docs/float.md) shows.
 Each held while the bug was present; the analysis now either proves a bound
-the float runs respect or refuses to give one (both are sound)."""
+the float runs respect or refuses to give one (both are sound). Each case pins
+which of the two it gets (BOUND or REFUSED), so an analysis that refused
+everything, or that began to prove a bound the float run then has to respect,
+is seen."""
 from __future__ import annotations
 
 from fractions import Fraction as F
@@ -50,23 +53,30 @@ def make(d, blocks, seqs, attention="hardmax"):
     return read_model(parse_document("m.json", dumps(m))), read_dataset(parse_document("d.json", dumps(ds)))
 
 
-def certified_and_observed(model, dataset, fmt):
+BOUND, REFUSED = "proves a bound", "refuses"
+
+
+def proves(fb, expected: str) -> bool:
+    """Whether the analysis proved a bound (``fb``: one FloatBound), asserting first that it did
+    what the case expects: BOUND, which the float run must then respect, or REFUSED."""
+    got = BOUND if fb.failure is None else REFUSED
+    assert got == expected, f"pinned: the analysis {expected}; it {got} ({fb.failure or fb.bound})"
+    return got == BOUND
+
+
+def assert_sound(model, dataset, fmt, expected: str):
+    """The case's pinned outcome; for a bound, every accumulation order's float run within it."""
     (fb,) = audit(model, dataset, floats=(fmt,)).floats
-    if fb.failure is not None:
-        return None, None  # no bound claimed: nothing to contradict
+    if not proves(fb, expected):
+        return
     replay = Replay(model, [p.input for p in dataset.pairs])
     for _ in replay.steps():
         pass
     final = replay.sequences()
     with np.errstate(all="ignore"):
         seen = max(deviation(model, [p.input for p in dataset.pairs], final, fmt, o) for o in ORDERS)
-    return F(int(fb.bound.p), int(fb.bound.q)), seen
-
-
-def assert_sound(model, dataset, fmt):
-    bound, seen = certified_and_observed(model, dataset, fmt)
-    if bound is not None:
-        assert seen <= bound, f"{fmt}: observed {float(seen)} > certified {float(bound)}"
+    bound = F(int(fb.bound.p), int(fb.bound.q))
+    assert seen <= bound, f"{fmt}: observed {float(seen)} > certified {float(bound)}"
 
 
 # 1. _sterbenz ignores U entries that round to 0 in the format: it looks only at
@@ -78,7 +88,7 @@ def assert_sound(model, dataset, fmt):
 def test_sterbenz_with_an_entry_rounded_to_zero(fmt, tiny_u, x2, k):
     model, dataset = make(2, [block(2, eta=0, U=[(1, P(tiny_u))], b=[-P(-k)], W=[[1], [0]])],
                           [[(F(3, 2) * P(-k), P(x2))]])
-    assert_sound(model, dataset, fmt)
+    assert_sound(model, dataset, fmt, BOUND)
 
 
 # 2. Dense V = Σ u vᵀ (allowed by docs/float.md): an entry u_j v_k that
@@ -86,10 +96,10 @@ def test_sterbenz_with_an_entry_rounded_to_zero(fmt, tiny_u, x2, k):
 #    _sa_out only adds (d + 2r + 2)·tiny, not tiny·|m|. V = u uᵀ, u = (2^-540, 0),
 #    m = (2^600, 0): exact V m = 2^-480, float 0; certified 2.8e-160.
 # fixed: "dense V: underflow of entries u_j v_k is not scaled by |m|"
-@pytest.mark.parametrize("fmt,eu,ex", [("binary64", -540, 600), ("binary32", -75, 60)])
-def test_dense_v_entry_underflow(fmt, eu, ex):
+@pytest.mark.parametrize("fmt,eu,ex,expected", [("binary64", -540, 600, REFUSED), ("binary32", -75, 60, BOUND)])
+def test_dense_v_entry_underflow(fmt, eu, ex, expected):
     model, dataset = make(2, [block(2, rho=0, V=lr(0, [((P(eu), 0), (P(eu), 0))]))], [[(P(ex), 0)]])
-    assert_sound(model, dataset, fmt)
+    assert_sound(model, dataset, fmt, expected)
 
 
 # 3. The same for dense A in hardmax: A = u uᵀ with u = (2^-540, 0) is the zero
@@ -100,7 +110,7 @@ def test_dense_v_entry_underflow(fmt, eu, ex):
 def test_dense_a_entry_underflow_breaks_the_argmax():
     model, dataset = make(2, [block(2, rho=0, A=lr(0, [((P(-540), 0), (P(-540), 0))]), V=lr(1))],
                           [[(P(500), 0), (P(499), 1)]])
-    assert_sound(model, dataset, "binary64")
+    assert_sound(model, dataset, "binary64", REFUSED)
 
 
 # 4. Dense A/V entries can overflow although every bilinear/apply bound checked
@@ -110,14 +120,14 @@ def test_dense_a_entry_underflow_breaks_the_argmax():
 @pytest.mark.parametrize("fmt,eu,ex", [("binary64", 600, -700), ("binary32", 70, -80)])
 def test_dense_v_entry_overflow(fmt, eu, ex):
     model, dataset = make(2, [block(2, rho=0, V=lr(0, [((P(eu), 0), (P(eu), 0))]))], [[(P(ex), 0)]])
-    assert_sound(model, dataset, fmt)
+    assert_sound(model, dataset, fmt, REFUSED)
 
 
 # fixed: "overflow of dense A entries is never checked"
 def test_dense_a_entry_overflow():
     model, dataset = make(2, [block(2, A=lr(0, [((P(600), 0), (P(600), 0))]), V=lr(0, [((1, 0), (0, 1))]))],
                           [[(P(-700), 0), (P(-701), 1)]])
-    assert_sound(model, dataset, "binary64")
+    assert_sound(model, dataset, "binary64", REFUSED)
 
 
 # 5. _uniform (hardmax with A = 0: every token ties, the mean of n tokens)
@@ -128,7 +138,7 @@ def test_dense_a_entry_overflow():
 def test_uniform_mean_underflow():
     tiny = P(-1074)
     model, dataset = make(2, [block(2, rho=0, V=lr(1))], [[(40 * tiny, i * tiny) for i in range(100)]])
-    assert_sound(model, dataset, "binary64")
+    assert_sound(model, dataset, "binary64", BOUND)
 
 
 # 6. Softmax attention with ρ = 1 and V = 0 is skipped by the analysis
@@ -146,8 +156,8 @@ def test_softmax_noop_attention_with_overflowing_scaled_scores():
           "pairs": [{"input": [[s(x) for x in t] for t in toks], "output": [[s(x) for x in toks[0]]]}]}
     model, dataset = read_model(parse_document("m.json", dumps(m))), read_dataset(parse_document("d.json", dumps(ds)))
     (fb,) = audit(model, dataset, floats=("binary64",)).floats
-    if fb.failure is not None:
-        return  # refused: sound
+    if not proves(fb, REFUSED):
+        return
     X = np.array([[float(x) for x in t] for t in toks])
     with np.errstate(all="ignore"):
         S = (X @ X.T) / np.float64(2.0 ** -100)
@@ -164,7 +174,7 @@ def test_softmax_noop_attention_with_overflowing_scaled_scores():
 def test_dense_a_times_x_overflow():
     model, dataset = make(2, [block(2, rho=0, A=lr(1, [((0, P(500)), (P(500), 0))]), V=lr(1))],
                           [[(P(30), 0), (P(29), 0)]])
-    assert_sound(model, dataset, "binary64")
+    assert_sound(model, dataset, "binary64", REFUSED)
 
 
 # 8. Hardmax with A = 0 (as stored): all n tokens tie and the float run averages
@@ -178,8 +188,8 @@ def test_tie_average_sum_overflows(rho, V):
     toks = [(P(1022), i) for i in range(4)]
     model, dataset = make(2, [block(2, rho=rho, V=V)], [toks])
     (fb,) = audit(model, dataset, floats=("binary64",)).floats
-    if fb.failure is not None:
-        return  # refused: sound
+    if not proves(fb, REFUSED):
+        return
     X = np.array([[float(x) for x in t] for t in toks])
     with np.errstate(all="ignore"):
         mean = X.sum(axis=0) / np.float64(len(toks))          # the tie average as (Σ x)/k
@@ -216,8 +226,8 @@ def test_low_rank_v_underflow():
     terms = [((P(600), 0), (P(-600), 0))]
     model, dataset = make(2, [block(2, rho=0, V=lr(0, terms))], [toks])
     (fb,) = audit(model, dataset, floats=("binary64",)).floats
-    if fb.failure is not None:
-        return  # refused: sound
+    if not proves(fb, BOUND):
+        return
     exact = P(-500)
     got = _low_rank_run(toks, None, terms, False)
     seen = abs(F(float(got[0, 0])) - exact)
@@ -230,8 +240,8 @@ def test_low_rank_a_underflow_breaks_the_argmax():
     A_terms = [((P(600), 0), (P(-600), 0))]
     model, dataset = make(2, [block(2, rho=0, A=lr(0, A_terms), V=lr(1))], [toks])
     (fb,) = audit(model, dataset, floats=("binary64",)).floats
-    if fb.failure is not None:
-        return  # refused: sound
+    if not proves(fb, REFUSED):
+        return
     got = _low_rank_run(toks, A_terms, [((1, 0), (1, 0)), ((0, 1), (0, 1))], True)
     seen = abs(F(float(got[0, 1])) - 0)          # exact: both tokens copy token 0, coordinate 2 is 0
     assert seen <= F(int(fb.bound.p), int(fb.bound.q)), f"observed {float(seen):.3g} > certified {float(fb.bound):.3g}"
@@ -251,8 +261,7 @@ def test_verify_accepts_a_false_float_claim():
     mb, db = dumps(m), dumps(ds)
     model, dataset = read_model(parse_document("m", mb)), read_dataset(parse_document("d", db))
     cert = certificate(audit(model, dataset, floats=("binary64",)), mb, db, len(model.blocks))
-    if not any(c["kind"] == "float" for ph in cert["phases"] for c in ph["claims"]):
-        return  # no float claim made: sound
+    assert any(c["kind"] == "float" for ph in cert["phases"] for c in ph["claims"])  # pinned: a bound is claimed
     report = check_certificate(parse_document("model.json", mb), parse_document("dataset.json", db),
                                parse_document("certificate.json", dumps(cert)))
     assert all(r.ok for r in report.results)
@@ -272,8 +281,8 @@ def test_low_rank_v_intermediate_overflow():
     terms = [((P(-600), 0), (P(600), 0))]
     model, dataset = make(2, [block(2, rho=0, V=lr(0, terms))], [toks])
     (fb,) = audit(model, dataset, floats=("binary64",)).floats
-    if fb.failure is not None:
-        return  # refused: sound
+    if not proves(fb, REFUSED):
+        return
     with np.errstate(all="ignore"):
         got = _low_rank_run(toks, None, terms, False)
     assert np.isfinite(got).all(), f"float run gives {got[0]}, certified bound {float(fb.bound):.3g}"
@@ -316,11 +325,11 @@ def _hardmax_run(X, A, V, rho, t, scale=None):
     return out
 
 
-def _verified_bound(m: dict, ds: dict, fmt: str = "binary64", phases: list | None = None,
+def _verified_bound(m: dict, ds: dict, expected: str, fmt: str = "binary64", phases: list | None = None,
                     top: dict | None = None) -> F | None:
     """The float bound that audit proves and verify accepts, in audit's
     certificate or, given ``phases``, in theirs (the float claim appended to
-    the last one); None when either refuses."""
+    the last one); None when the analysis refuses, as the case ``expected``."""
     from tfcert.audit.audit import certificate
     from tfcert.verify.check import check_certificate
 
@@ -328,7 +337,7 @@ def _verified_bound(m: dict, ds: dict, fmt: str = "binary64", phases: list | Non
     model, dataset = read_model(parse_document("m", mb)), read_dataset(parse_document("d", db))
     report = audit(model, dataset, floats=(fmt,))
     (fb,) = report.floats
-    if fb.failure is not None:
+    if not proves(fb, expected):
         return None
     if phases is None:
         cert = certificate(report, mb, db, 1)
@@ -338,7 +347,8 @@ def _verified_bound(m: dict, ds: dict, fmt: str = "binary64", phases: list | Non
                 "dataset_sha256": parse_document("d", db).sha256, **top, "phases": phases}
     verdict = check_certificate(parse_document("model.json", mb), parse_document("dataset.json", db),
                                 parse_document("certificate.json", dumps(cert)))
-    return F(int(fb.bound.p), int(fb.bound.q)) if verdict.ok else None
+    assert verdict.ok, [r.failures for r in verdict.results if not r.ok]  # verify re-proves audit's bound
+    return F(int(fb.bound.p), int(fb.bound.q))
 
 
 def _one_layer(x1, x2, ys, A, V) -> tuple[dict, dict]:
@@ -360,9 +370,9 @@ def _one_layer(x1, x2, ys, A, V) -> tuple[dict, dict]:
 def test_dense_a_times_x_underflow_is_scaled_by_the_other_token(fmt, es, e1, e2):
     t = {"binary64": np.float64, "binary32": np.float32}[fmt]
     x1, x2, y = (P(e1), F(0)), (P(e2), F(0)), (F(1), F(0))
-    bound = _verified_bound(*_one_layer(x1, x2, [y], lr(P(es)), lr(P(-e2))), fmt)
+    bound = _verified_bound(*_one_layer(x1, x2, [y], lr(P(es)), lr(P(-e2))), REFUSED, fmt)
     if bound is None:
-        return  # refused: sound
+        return
     # every value is a power of two (or 0), so rounding to the format is exact
     X = [[t(float(v)) for v in x1], [t(float(v)) for v in x2]]
     A = [[t(float(P(es))), t(0)], [t(0), t(float(P(es)))]]
@@ -384,9 +394,9 @@ def test_dense_a_times_x_underflow_is_scaled_by_the_other_token(fmt, es, e1, e2)
 @pytest.mark.parametrize("scale,e,outputs", [(600, -540, 2), (-600, 600, 1)])
 def test_scaled_dot_product_scores(scale, e, outputs):
     x1, x2 = (P(e), F(0)), (P(e - 1), F(1))
-    bound = _verified_bound(*_one_layer(x1, x2, [x1, x2][:outputs], lr(P(scale)), lr(1)), "binary64")
+    bound = _verified_bound(*_one_layer(x1, x2, [x1, x2][:outputs], lr(P(scale)), lr(1)), REFUSED)
     if bound is None:
-        return  # refused: sound
+        return
     t = np.float64
     X = [[t(float(v)) for v in x1], [t(float(v)) for v in x2]]
     with np.errstate(all="ignore"):
@@ -434,9 +444,10 @@ def test_softmax_tight_path_underflowed_weight_gets_two_ulps():
             {"kind": "snap", "block": 1, "units": [0, 1, 2, 3], "coordinate": 0, "center": s(c),
              "radius": s(3 * eps), "reach": s(5 * eps), "moves": [[0, 0], [0, 1]], "to": [s(v) for v in y]}]},
         {"name": "final", "blocks": [0, 2], "claims": [{"kind": "exact"}]}]
-    bound = _verified_bound(m, ds, phases=phases, top={"attention": "softmax", "theorem": "1.8", "tau_star": "1"})
+    bound = _verified_bound(m, ds, REFUSED, phases=phases,
+                            top={"attention": "softmax", "theorem": "1.8", "tau_star": "1"})
     if bound is None:
-        return  # refused: sound
+        return
     # the float run, every operation rounded to nearest (every value here is an exact dyadic)
     X = [xa, xl]
     outs = []
@@ -472,12 +483,13 @@ def test_zero_scale_times_overflowing_dot_product(attention):
     if attention == "softmax":  # a softmax certificate needs τ* and snaps: the analysis alone
         model, dataset = read_model(parse_document("m", dumps(m))), read_dataset(parse_document("d", dumps(ds)))
         (fb,) = audit(model, dataset, floats=("binary64",)).floats
-        bound = None if fb.failure else fb.bound
+        bound = fb.bound if proves(fb, REFUSED) else None
     else:
-        bound = _verified_bound(m, ds, phases=[{"name": "final", "blocks": [0, 1], "claims": [{"kind": "exact"}]}],
+        bound = _verified_bound(m, ds, REFUSED,
+                                phases=[{"name": "final", "blocks": [0, 1], "claims": [{"kind": "exact"}]}],
                                 top={"attention": attention, "theorem": "1.6"})
     if bound is None:
-        return  # refused: sound
+        return
     X = np.array([[float(v) for v in t] for t in toks])
     with np.errstate(all="ignore"):
         S = np.float64(0.0) * (X @ X.T)

@@ -15,13 +15,12 @@ from pathlib import Path
 
 import pytest
 import z3
-from conftest import REPO, write_json
+from conftest import REPO, run, write_json
 
 from tfcert.construct import bundle as bundle_module
 from tfcert.construct.bundle import build, write
 from tfcert.construct.temperature import bracket
 from tfcert.errors import InputError
-from tfcert.cli.main import main
 from tfcert.verify import regions
 from tfcert.verify.formats import parse_document
 from tfcert.verify.numbers import LIMITS
@@ -46,13 +45,6 @@ def default_limits():
     yield
     for name, value in vars(saved).items():
         setattr(LIMITS, name, value)
-
-
-def run(argv, capsys) -> tuple[int, str, str]:
-    capsys.readouterr()
-    rc = main([str(a) for a in argv])
-    out, err = capsys.readouterr()
-    return rc, out, err
 
 
 def write_bundle(tmp: Path, files: dict, raw: dict | None = None, rehash: bool = True) -> dict[str, Path]:

@@ -17,7 +17,7 @@ from pathlib import Path
 from xml.etree import ElementTree as ET
 
 import pytest
-from conftest import REPO
+from conftest import REPO, run
 
 from tfcert.cli.main import build_parser, main
 from tfcert.report import json_text
@@ -26,13 +26,6 @@ DEMO = REPO / "tfcert" / "examples" / "demo.json"
 CERTS = REPO / "certificates"
 HARDMAX = CERTS / "demo-hardmax"
 PNG = b"\x89PNG\r\n\x1a\n"
-
-
-def run(argv, capsys) -> tuple[int, str, str]:
-    capsys.readouterr()
-    rc = main([str(a) for a in argv])
-    out, err = capsys.readouterr()
-    return rc, out, err
 
 
 def explicit(folder: Path) -> list:
