@@ -3,7 +3,6 @@ for numpy forward passes in three evaluation orders, and false float claims
 fail verification."""
 from __future__ import annotations
 
-import copy
 import json
 import tempfile
 from fractions import Fraction
