@@ -9,6 +9,11 @@ in FILE (default docs/results/float-survey.jsonl), written as it goes; ``--resum
 lines there and runs the rest. The summary (per format: claims proven, worst bound relative
 to 1 + max|y|) is printed at the end, and by ``--summary`` alone.
 
+``--examples``: the bundles of certificates/ against real float runs
+(docs/results/float-examples.txt); ``--tables``: the measurement tables of tests/data/tables/,
+built in both attentions, against real float runs (docs/results/float-tables.txt, about three
+minutes on one core).
+
 It is a benchmark, not a test: it takes about a minute per twenty datasets on one core."""
 from __future__ import annotations
 
@@ -125,71 +130,151 @@ def summary(rows: list[dict]) -> str:
 
 
 DTYPES = {"binary64": "float64", "binary32": "float32", "binary16": "float16", "bfloat16": "bfloat16"}
+TABLES = REPO / "tests" / "data" / "tables"
+HEADER = "format    bound     numpy     reversed  torch     onnx"
 
 
-def examples() -> str:
-    """A table per bundle of certificates/: each format's proven bound (relative to 1 + max|y|;
-    "—": none) beside the deviation real runs show — numpy (its own order and a reversed
-    accumulation; it has no bfloat16), the exported PyTorch module on the CPU and onnxruntime
-    (float64 and float32 only), where those are installed."""
+def _final(model, inputs) -> tuple:
+    """The exact final tokens (the verifier's replay)."""
+    from tfcert.verify.evaluate import Replay
+
+    replay = Replay(model, inputs)
+    for _ in replay.steps():
+        pass
+    return replay.sequences()
+
+
+def _runs(model, inputs, final, fmt: str) -> list:
+    """The deviation of real float runs in ``fmt`` from the exact final tokens: numpy (its own
+    order and a reversed accumulation; it has no bfloat16), the exported PyTorch module on the CPU
+    and onnxruntime (float64 and float32 only), where those are installed ("overflow": a parameter
+    beyond the format's range; None: not run)."""
     import importlib.util
 
     import tfcert.export as tx
     from tfcert.bench.floatrun import DTYPES as NUMPY, deviation
-    from tfcert.verify.evaluate import Replay
+
+    try:
+        with np.errstate(all="ignore"):
+            seen = [deviation(model, inputs, final, fmt, order) if fmt in NUMPY else None
+                    for order in ("numpy", "reverse")]
+    except OverflowError:
+        seen = ["overflow", "overflow"]
+    ran = None
+    if importlib.util.find_spec("torch") is not None:
+        try:
+            ran = tx.max_deviation(tx.to_torch(model, DTYPES[fmt]), model, inputs)
+        except Exception:  # noqa: BLE001 - a parameter that overflows the dtype
+            ran = "overflow"
+    ort = None
+    if (fmt in ("binary64", "binary32") and importlib.util.find_spec("onnxruntime") is not None
+            and importlib.util.find_spec("onnx") is not None):
+        import onnxruntime
+        from tfcert.export.onnxgraph import to_onnx
+        ort = tx.max_deviation(onnxruntime.InferenceSession(to_onnx(model, DTYPES[fmt])), model, inputs)
+    return [*seen, ran, ort]
+
+
+def _relative(value, top: Fraction) -> str:
+    if value is None or isinstance(value, str):
+        return value or "—"
+    return "inf" if value == float("inf") else f"{float(value) / float(1 + top):.1e}"
+
+
+def _top(data) -> Fraction:
+    return max(abs(Fraction(int(v.p), int(v.q))) for p in data.pairs for y in p.output for v in y)
+
+
+def _measured(label: str, model, data, claims: dict) -> tuple[list[str], dict]:
+    """One line per format: the proven bound beside the real runs, relative to 1 + max|y|;
+    and the worst run per format (None where none ran)."""
+    inputs = [p.input for p in data.pairs]
+    final, top = _final(model, inputs), _top(data)
+    lines, worst = [], {}
+    for fmt in DTYPES:
+        runs = _runs(model, inputs, final, fmt)
+        lines.append(f"{label} {fmt:9s} " + " ".join(f"{_relative(v, top):9s}" for v in
+                                                     [claims.get(fmt), *runs]).rstrip())
+        worst[fmt] = max((float("inf") if isinstance(v, str) else float(v) / float(1 + top)
+                          for v in runs if v is not None), default=None)
+    return lines, worst
+
+
+def _claims(cert: dict) -> dict:
+    return {c["format"]: Fraction(c["bound"]) for ph in cert["phases"] for c in ph["claims"] if c["kind"] == "float"}
+
+
+def _why(model, data, formats: list[str]) -> dict:
+    """tfcert audit --float's reason for each format without a bound."""
+    from tfcert.audit.audit import audit
+
+    if not formats:
+        return {}
+    return {b.format: b.failure for b in audit(model, data, floats=tuple(formats)).floats if b.bound is None}
+
+
+def examples() -> str:
+    """A table per bundle of certificates/: each format's proven bound (relative to 1 + max|y|;
+    "—": none) beside the deviation real runs show (``_runs``)."""
     from tfcert.verify.formats import parse_document, read_dataset, read_model
 
-    torch = importlib.util.find_spec("torch") is not None
-    onnx = importlib.util.find_spec("onnxruntime") is not None and importlib.util.find_spec("onnx") is not None
-    lines = ["bundle                 format    bound     numpy     reversed  torch     onnx"]
+    lines, reasons = [f"bundle                 {HEADER}"], []
     for folder in sorted(p for p in (REPO / "certificates").iterdir() if p.is_dir()):
         model = read_model(parse_document(str(folder / "model.json"), (folder / "model.json").read_bytes()))
         data = read_dataset(parse_document(str(folder / "dataset.json"), (folder / "dataset.json").read_bytes()))
-        cert = json.loads((folder / "certificate.json").read_text())
-        claims = {c["format"]: Fraction(c["bound"]) for ph in cert["phases"] for c in ph["claims"] if c["kind"] == "float"}
-        top = max(abs(Fraction(int(v.p), int(v.q))) for p in data.pairs for y in p.output for v in y)
-        inputs = [p.input for p in data.pairs]
-        replay = Replay(model, inputs)
-        for _ in replay.steps():
-            pass
-        final = replay.sequences()
+        claims = _claims(json.loads((folder / "certificate.json").read_text()))
+        lines += _measured(f"{folder.name:22s}", model, data, claims)[0]
+        reasons += [f"{folder.name} {fmt}: {why}" for fmt, why in _why(model, data, list(DTYPES)).items()]
+    return "\n".join([*lines, "", "where no claim is made, why (tfcert audit --float FORMAT):", *reasons])
 
-        def rel(value) -> str:
-            if value is None or isinstance(value, str):
-                return value or "—"
-            return "inf" if value == float("inf") else f"{float(value) / float(1 + top):.1e}"
 
-        for fmt in DTYPES:
-            try:
-                with np.errstate(all="ignore"):
-                    seen = [deviation(model, inputs, final, fmt, order) if fmt in NUMPY else None
-                            for order in ("numpy", "reverse")]
-            except OverflowError:  # a parameter beyond the format's range
-                seen = ["overflow", "overflow"]
-            ran = None
-            if torch:
-                try:
-                    ran = tx.max_deviation(tx.to_torch(model, DTYPES[fmt]), model, inputs)
-                except Exception:  # noqa: BLE001 - a parameter that overflows the dtype
-                    ran = "overflow"
-            ort = None
-            if onnx and fmt in ("binary64", "binary32"):
-                import onnxruntime
-                from tfcert.export.onnxgraph import to_onnx
-                session = onnxruntime.InferenceSession(to_onnx(model, DTYPES[fmt]))
-                ort = tx.max_deviation(session, model, inputs)
-            lines.append(f"{folder.name:22s} {fmt:9s} {rel(claims.get(fmt)):9s} {rel(seen[0]):9s} {rel(seen[1]):9s} "
-                         f"{rel(ran):9s} {rel(ort)}")
-    lines.append("")
-    lines.append("where no claim is made, why (tfcert audit --float FORMAT):")
-    from tfcert.audit.audit import audit
-    for folder in sorted(p for p in (REPO / "certificates").iterdir() if p.is_dir()):
-        model = read_model(parse_document(str(folder / "model.json"), (folder / "model.json").read_bytes()))
-        data = read_dataset(parse_document(str(folder / "dataset.json"), (folder / "dataset.json").read_bytes()))
-        for bound in audit(model, data, floats=tuple(DTYPES)).floats:
-            if bound.bound is None:
-                lines.append(f"{folder.name} {bound.format}: {bound.failure}")
-    return "\n".join(lines)
+def _table(path: Path, attention: str) -> tuple[list[str], str, list[str]]:
+    """One table in one attention: its lines, its verdict and the reasons for missing claims."""
+    from tfcert.construct.bundle import build
+    from tfcert.verify.check import verify
+    from tfcert.verify.formats import load_document, parse_document, read_model
+
+    label = f"{path.stem}-{attention}"
+    bundle = build(path, attention)  # construct verifies before it writes; and again from the files:
+    docs = {name: parse_document(name, raw) for name, raw in bundle.files.items()}
+    report = verify(docs["model.json"], load_document(path), docs["certificate.json"])
+    assert report.ok, f"{label}: the written bundle does not verify"
+    cert = json.loads(bundle.files["certificate.json"])
+    model, data, claims = read_model(docs["model.json"]), bundle.dataset, _claims(cert)
+    lines, worst = _measured(f"{label:16s}", model, data, claims)
+    scale = 1 + _top(data)
+    b32 = claims.get("binary32")
+    if b32 is not None and b32 / scale <= Fraction(1, 1000):
+        verdict = f"binary32 claim {_relative(b32, _top(data))} ≤ 1e-3"
+    else:
+        verdict = (f"no binary32 claim ≤ 1e-3; the float32 runs' worst {worst['binary32']:.1e} "
+                   + ("misses 1e-3" if worst["binary32"] > 1e-3 else "is within 1e-3"))
+    ratios = ", ".join(f"{fmt} {worst[fmt] / float(b / scale):.2f}" for fmt, b in claims.items()
+                       if worst[fmt] is not None)
+    size = next(c for c in cert["phases"][-1]["claims"] if c["kind"] == "size")
+    verdict = (f"{label}: d={data.d} N={len(data.pairs)} tokens={sum(len(p.input) for p in data.pairs)} "
+               f"targets={sum(len(p.output) for p in data.pairs)} blocks={size['blocks']} 1+max|y|={float(scale):.6g}; "
+               f"{len(report.results)} claims verified; {verdict}; worst run / bound: {ratios}")
+    missing = [f for f in DTYPES if f not in claims]
+    reasons = [f"{label} {fmt}: {why}" for fmt, why in _why(model, data, missing).items()]
+    return lines, verdict, reasons
+
+
+def tables() -> str:
+    """The measurement tables of tests/data/tables/ (tests/make_tables.py), each constructed in
+    both attentions and verified again from the written files: each format's proven bound beside
+    the real runs (``_runs``), and where no binary32 claim is proven, whether the float32 runs
+    really miss 1e-3·(1 + max|y|)."""
+    lines, verdicts, reasons = [f"table            {HEADER}"], [], []
+    for path in sorted(TABLES.glob("*.json")):
+        for attention in ("hardmax", "softmax"):
+            start = time.process_time()
+            more, verdict, why = _table(path, attention)
+            lines, reasons = lines + more, reasons + why
+            verdicts.append(verdict)
+            print(f"{path.stem}-{attention}: {time.process_time() - start:.1f} s", file=sys.stderr, flush=True)
+    return "\n".join([*lines, "", *verdicts, "",
+                      "where no claim is made, why (tfcert audit --float FORMAT):", *reasons])
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -201,9 +286,10 @@ def main(argv: list[str] | None = None) -> int:
                    help="only this attention (repeatable; default both)")
     p.add_argument("--summary", action="store_true", help="only summarise FILE")
     p.add_argument("--examples", action="store_true", help="only the bundles of certificates/ against real runs")
+    p.add_argument("--tables", action="store_true", help="only the measurement tables of tests/data/tables/")
     args = p.parse_args(argv)
-    if args.examples:
-        print(examples())
+    if args.examples or args.tables:
+        print(examples() if args.examples else tables())
         return 0
     rows = [json.loads(line) for line in args.out.read_text().splitlines()] if args.out.exists() and (
         args.resume or args.summary) else []
