@@ -256,11 +256,12 @@ def read_witness(name: str, data: object) -> _Witness:
                  r.boolean("$.architecture.positional", a["positional"]), reachable)
     w.tree = d["tree"]
     for i, p in enumerate(r.list("$.proofs", d.get("proofs", []))):
-        p = r.obj(f"$.proofs[{i}]", p, ("kind", "claim", "smt2"), ("layer",))
+        p = r.obj(f"$.proofs[{i}]", p, ("kind", "claim", "smt2"), ("layer", "total", "vectors"))
         _smt2(r, i, p["smt2"])  # the search's query, for any solver; the checker builds its own
         layer = p.get("layer")
         w.proofs.append((r.text(f"$.proofs[{i}].kind", p["kind"], KINDS),
                          None if layer is None else r.integer(f"$.proofs[{i}].layer", layer, 1),
+                         _pareto_spec(r, i, p, len(heads)),
                          r.text(f"$.proofs[{i}].claim", p["claim"])))
     if not reachable:
         return w
@@ -339,6 +340,20 @@ def read_witness(name: str, data: object) -> _Witness:
     for key, v in w.dominant["where"].items():
         r.integer(f"$.dominant_cost.where.{key}", v, 1)
     return w
+
+
+def _pareto_spec(r: _Reader, i: int, p: dict, L: int) -> tuple[int, list] | None:
+    """A pareto statement's heads in all and head vectors (L entries each), if it gives them."""
+    if "total" not in p and "vectors" not in p:
+        return None
+    path = f"$.proofs[{i}]"
+    vectors = r.list(f"{path}.vectors", p.get("vectors"))
+    for j, v in enumerate(vectors):
+        if len(r.list(f"{path}.vectors[{j}]", v)) != L:
+            raise r.bad(f"{path}.vectors[{j}]", f"expected {L} head counts, one per layer")
+    return (r.integer(f"{path}.total", p.get("total"), 0, MAX_HEADS * L),
+            [[r.integer(f"{path}.vectors[{j}][{l}]", h, 0, MAX_HEADS) for l, h in enumerate(v)]
+             for j, v in enumerate(vectors)])
 
 
 def _smt2(r: _Reader, i: int, value: object) -> str:
@@ -860,7 +875,7 @@ def _builtin_tree(spec: str) -> dict | None:
 # query) is not read: it cannot stand in for the statement.
 
 KINDS = ("least_exponent", "exponent_every_T", "no_derivation", "not_bounded",
-         "not_bounded_any_heads", "fewer_heads", "fewer_layers", "stable")
+         "not_bounded_any_heads", "fewer_heads", "pareto", "fewer_layers", "stable")
 _NEEDS_DERIVATION = ("least_exponent", "exponent_every_T")
 
 
@@ -1038,6 +1053,20 @@ class _Query:
         return _all([f"(<= (+ 0 {' '.join(f'(ite {x} 1 0)' for x in side)}) {m})"
                      for side in self.sides(l)])
 
+    def total_at_most(self, K: int) -> str:
+        """All layers together fit in K heads: an integer count per layer, at least each of
+        its four pairings' sums."""
+        counts = [f"heads_{l}" for l in range(1, self.L + 1)]
+        self.lines += [f"(declare-const {n} Int)" for n in counts]
+        for l, n in enumerate(counts, 1):
+            self.lines += [f"(assert (>= {n} (+ 0 {' '.join(f'(ite {x} 1 0)' for x in side)})))"
+                           for side in self.sides(l)]
+        return f"(<= (+ 0 {' '.join(counts)}) {K})"
+
+    def below(self, v: list[int]) -> str:
+        """Some layer has fewer heads than in v."""
+        return _any([self.heads_at_most(l, m - 1) for l, m in enumerate(v, 1) if m])
+
     def text(self, extra: list[str]) -> str:
         return "\n".join(self.lines + [f"(assert {e})" for e in extra] + ["(check-sat)", ""])
 
@@ -1089,12 +1118,15 @@ def _closure(w: _Witness) -> tuple[list[set], bool]:
     return states, False
 
 
-def _statement(w: _Witness, terms: list[_Term], kind: str, layer: int | None):
+def _statement(w: _Witness, terms: list[_Term], kind: str, layer: int | None,
+               pareto: tuple[int, list] | None):
     """(the statement, the query's layers, cheap, goal, extra assertions) for a proof entry of
     ``kind``, built from the file's tree and architecture; or an error message."""
     heads, L, Tmin = list(w.heads), len(w.heads), _min_T(w.root)
     if (layer is not None) != (kind == "fewer_heads"):
         return "only a fewer_heads statement names a layer, and it must"
+    if (pareto is not None) != (kind == "pareto"):
+        return "only a pareto statement gives total and vectors, and it must"
     if kind in _NEEDS_DERIVATION and not w.reachable:
         return f"a {kind} statement needs the derivation it bounds"
     if kind == "no_derivation":
@@ -1126,6 +1158,15 @@ def _statement(w: _Witness, terms: list[_Term], kind: str, layer: int | None):
         return (f"no T-bounded derivation with {shape[layer - 1]} head(s) in layer {layer} "
                 f"(heads {_heads_text(shape)}), for every T >= {Tmin}", L, True, True,
                 lambda q: [q.heads_at_most(l, h) for l, h in enumerate(shape, 1) if h is not None])
+    if kind == "pareto":
+        K, vectors = pareto
+        if not vectors:
+            return (f"no T-bounded derivation with at most {K} head(s) in all ({L} layer(s)), for "
+                    f"every T >= {Tmin}", L, True, True, lambda q: [q.total_at_most(K)])
+        text = "; ".join(",".join(map(str, v)) for v in vectors)
+        return (f"every T-bounded derivation with at most {K} head(s) in all ({L} layer(s)) has "
+                f"heads at or above one of {text}, for every T >= {Tmin}", L, True, True,
+                lambda q: [q.total_at_most(K)] + [q.below(v) for v in vectors])
     if kind == "fewer_layers":
         if L < 2:
             return "one layer has no fewer layers"
@@ -1147,10 +1188,10 @@ def _statement(w: _Witness, terms: list[_Term], kind: str, layer: int | None):
 
 
 def _certify(w: _Witness, terms: list[_Term], kind: str, layer: int | None,
-             claim: str) -> tuple[str, str | None, str]:
+             pareto: tuple[int, list] | None, claim: str) -> tuple[str, str | None, str]:
     """(the statement, its query or None, an error or ""): the claim must be the statement the
     checker builds for ``kind`` from this file's tree and architecture."""
-    built = _statement(w, terms, kind, layer)
+    built = _statement(w, terms, kind, layer, pareto)
     if isinstance(built, str):
         return claim, None, f"{kind}: {built}"
     statement, L, cheap, goal, extra = built
@@ -1198,8 +1239,8 @@ def check_document(name: str, data: object, proofs: bool = True) -> Report:
             report.errors.append(f"internal: the checker's encoding does not admit the derivation "
                                  f"it replayed (z3 says {answer}); no lower bound is certified")
             proofs = False
-    for i, (kind, layer, claim) in enumerate(w.proofs, 1):
-        statement, query, error = _certify(w, affine, kind, layer, claim)
+    for i, (kind, layer, pareto, claim) in enumerate(w.proofs, 1):
+        statement, query, error = _certify(w, affine, kind, layer, pareto, claim)
         if error:
             report.errors.append(f"proof {i}: {error}")
         elif not proofs:

@@ -69,7 +69,7 @@ class _Encoding:
         self.B = z3.Real("B", ctx)
         false = z3.BoolVal(False, ctx)
         self._guards: dict = {}
-        self._plain: dict = {}  # an at-most's id -> (it, kept so the id is not reused; its SMT-LIB2 form)
+        self._plain: dict = {}  # an at-most's id -> (it, kept so the id is not reused; lits, m)
         cons: list = [self.T >= T_from, self.B >= 0]
         X = {}
         for l in range(L + 1):
@@ -147,12 +147,19 @@ class _Encoding:
         return out
 
     def _at_most(self, lits: list, m: int) -> z3.BoolRef:
-        """z3's at-most (its search is faster on it), kept with its SMT-LIB2 form, a sum of 0/1
-        terms (at-most is z3's own), for the proofs' texts."""
+        """z3's at-most (its search is faster on it), kept with what its SMT-LIB2 form, a sum
+        of 0/1 terms (at-most is z3's own), is built from when a proof's text is written."""
         bound = z3.AtMost(*lits, m)
-        one, zero = z3.IntVal(1, self.ctx), z3.IntVal(0, self.ctx)
-        self._plain[bound.get_id()] = (bound, z3.Sum([z3.If(b, one, zero) for b in lits]) <= m)
+        self._plain[bound.get_id()] = (bound, lits, m)
         return bound
+
+    def _sum_at_most(self, lits: list, m: int) -> z3.BoolRef:
+        one, zero = z3.IntVal(1, self.ctx), z3.IntVal(0, self.ctx)
+        return z3.Sum([z3.If(b, one, zero) for b in lits]) <= m
+
+    def _plain_form(self, a: z3.BoolRef) -> z3.BoolRef:
+        kept = self._plain.get(a.get_id())
+        return a if kept is None else self._sum_at_most(*kept[1:])
 
     def needed(self, plan: list[dict]) -> list[int]:
         """The heads each layer of a plan uses."""
@@ -203,7 +210,7 @@ class _Encoding:
         """The SMT-LIB2 text of this query plus ``extra``, at-most written as sums (the text any
         SMT-LIB2 solver reads); the query of that text is checked unsat before it is returned."""
         plain = z3.Solver(ctx=self.ctx)  # head bounds are asserted alone, never inside another term
-        plain.add([self._plain.get(a.get_id(), (a, a))[1] for a in [*self.solver.assertions(), *extra]])
+        plain.add([self._plain_form(a) for a in [*self.solver.assertions(), *extra]])
         result = plain.check()
         if result != z3.unsat:
             raise AssertionError(f"expected unsat, z3 says {result}")
@@ -211,6 +218,64 @@ class _Encoding:
         if "(_ at-most" in text:
             raise AssertionError("an at-most inside another term: not SMT-LIB2")
         return LOGIC + text
+
+    def fits(self, l: int, m: int, plain: bool = False) -> z3.BoolRef:
+        """Layer l+1 fits in m heads as one term: z3's at-most, or (``plain``, for a proof's
+        text, where it sits inside another term) sums of 0/1 terms."""
+        if not plain:
+            return z3.And(self.head_bound(l, m))
+        groups, extra = self.groups[l]
+        return z3.And([self._sum_at_most(lits, m) if lits else z3.BoolVal(m >= 0, self.ctx)
+                       for lits in (groups[a, "max"] + groups[b, "kth"] + extra
+                                    for a in CLASSES for b in CLASSES)])
+
+    def below(self, v: tuple[int, ...], plain: bool = False) -> z3.BoolRef:
+        """The heads are not at or above v: some layer has fewer than v's."""
+        return z3.Or([self.fits(l, m - 1, plain) for l, m in enumerate(v) if m] or
+                     [z3.BoolVal(False, self.ctx)])
+
+    def count_heads(self, cap: int) -> None:
+        """Per layer, Booleans "at least j heads", j up to ``cap`` or its largest pairing
+        (unary, so the total is one more at-most and z3 stays in cardinality reasoning): each
+        pairing's uses are at most the layer's true ones, i.e. uses + the false ones <= their
+        number. Asserted for good."""
+        self.counts = []
+        for l in range(self.L):
+            groups, extra = self.groups[l]
+            sides = [groups[a, "max"] + groups[b, "kth"] + extra for a in CLASSES for b in CLASSES]
+            n = min(cap, max(map(len, sides)))
+            bits = [z3.Bool(f"heads_layer{l + 1}_{j}", self.ctx) for j in range(1, n + 1)]
+            off = [z3.Not(x) for x in bits]
+            self.solver.add([z3.Implies(b, a) for a, b in zip(bits, bits[1:])])
+            self.solver.add([self._at_most(side + off, n) for side in sides if side])
+            self.counts += bits
+
+    def total_at_most(self, K: int) -> z3.BoolRef:
+        """All layers together fit in K heads (after ``count_heads``)."""
+        return self._at_most(self.counts, K)
+
+    def spent(self) -> int:
+        """z3's deterministic resource count so far (its rlimit), the Pareto search's budget."""
+        stats = self.solver.statistics()
+        return next((stats.get_key_value(k) for k in stats.keys() if k == "rlimit count"), 0)
+
+    def vector(self, end: int, *extra) -> tuple[int, ...] | None | str:
+        """The heads per layer a model of the query plus ``extra`` uses; None if unsat;
+        "unknown" when the resource count would pass ``end``."""
+        left = end - self.spent()
+        if left <= 0:
+            return "unknown"
+        self.solver.set("rlimit", left)
+        self.solver.push()
+        try:
+            self.solver.add(*extra)
+            result = self.solver.check()
+            if result == z3.sat:
+                return tuple(self.needed(self.plan(self.solver.model())))
+            return None if result == z3.unsat else "unknown"
+        finally:
+            self.solver.pop()
+            self.solver.set("rlimit", 0)
 
     def least_heads(self, l: int) -> int:
         """The least head count of layer l+1 that keeps the query sat (bisection from the
@@ -406,6 +471,8 @@ class Proof:
     claim: str
     smt2: str
     kind: str  # which statement (docs/infoflow.md, "Proofs"): the checker builds its query
+    total: int | None = None  # a pareto statement's heads in all
+    vectors: tuple[tuple[int, ...], ...] = ()  # a pareto statement's head vectors
 
     def to_json(self) -> dict:
         return {"layer": self.layer, "heads": None if self.heads is None else list(self.heads),
@@ -500,28 +567,43 @@ def predict(target: Target, arch: Architecture) -> Prediction:
                       tuple(proofs))
 
 
+ORDER = ("lexicographic: the fewest heads in layer 1 with the later layers free, then in layer 2 "
+         "with layer 1 at that, and so on; pareto gives the least total")
+PARETO_SHARE = 4           # the Pareto search may spend 1/4 of what min-heads spent before it in z3
+PARETO_FLOOR = 1_000_000   # ... and at least this many (z3's rlimit count, deterministic; about 1 s)
+
+
 @dataclass(frozen=True)
 class MinHeads:
-    """Per-layer least head counts for a T-bounded (cheap) derivation, fixed layer by layer."""
+    """Least heads for a T-bounded (cheap) derivation. ``min_heads`` is lexicographic (``ORDER``),
+    fixed layer by layer. ``pareto``: Pareto-minimal head vectors (none can lose a head in one
+    layer without gaining one in another), by total then per layer: ``min_heads`` and the vectors
+    of the least total ``least_total`` (None when the search ran out of its budget first);
+    ``complete`` when every vector of that total is listed (a ``pareto`` proof)."""
 
     target: Target
     arch: Architecture
     min_heads: tuple[int, ...] | None
     witness: Derivation | None
     proofs: tuple[Proof, ...]
+    pareto: tuple[tuple[int, ...], ...] = ()
+    least_total: int | None = None
+    complete: bool = False
 
 
 def min_heads(target: Target, T: int, layers: int, d: int = 1, E: int = 1,
-              positional: bool = False) -> MinHeads:
+              positional: bool = False, pareto: bool = True) -> MinHeads:
     """Lexicographic: layer 1 is minimised with any number of heads in the later layers, then
     layer 2 with layer 1 at its minimum, and so on. Each bound is an unsat query with T symbolic
-    (every T >= the target's least T) and the later layers' head counts free."""
+    (every T >= the target's least T) and the later layers' head counts free. Then (``pareto``)
+    the least total and its vectors, on the same solver with the per-layer bounds dropped."""
     _check_layers(layers, "--layers")
     target.check_fits(T)
     Architecture(T, d, E, (0,) * layers, positional)  # validates the options
     rules = Rules(target.calc, d, E, positional)
     Tmin = target.min_T()
     enc = _Encoding(rules, layers, True, Tmin)
+    enc.solver.push()  # the per-layer bounds, dropped for the Pareto search
     if enc.check() != z3.sat:
         free = (None,) * layers
         return MinHeads(target, Architecture(T, d, E, (0,) * layers, positional), None, None, (
@@ -541,7 +623,63 @@ def min_heads(target: Target, T: int, layers: int, d: int = 1, E: int = 1,
         heads.append(m)
         enc.check()
     final = Architecture(T, d, E, tuple(heads), positional)
-    return MinHeads(target, final, tuple(heads), _optimal(target, final, enc), tuple(proofs))
+    witness = _optimal(target, final, enc)
+    enc.solver.pop()
+    if not pareto:
+        return MinHeads(target, final, tuple(heads), witness, tuple(proofs))
+    budget = max(PARETO_FLOOR, enc.spent() // PARETO_SHARE)
+    front, least, proof = _least_total(enc, tuple(heads), enc.spent() + budget, Tmin)
+    return MinHeads(target, final, tuple(heads), witness,
+                    tuple(proofs) + ((proof,) if proof else ()),
+                    tuple(sorted(set(front) | {tuple(heads)}, key=lambda v: (sum(v), v))),
+                    least, proof is not None and proof.vectors != ())
+
+
+def _least_total(enc: _Encoding, lex: tuple[int, ...], end: int, Tmin: int
+                 ) -> tuple[list[tuple[int, ...]], int | None, Proof | None]:
+    """(the vectors of the least total found, that total if proved, its proof): fewer heads in
+    all from each model's vector down until unsat, then every vector of that total, each time
+    excluding the vectors at or above those found, until unsat; z3's resource count stops at
+    ``end`` (then the total is not proved, or its vectors are not all listed)."""
+    enc.count_heads(sum(lex))  # a layer of a vector with no more heads in all has at most that
+    best = lex
+    while sum(best):
+        v = enc.vector(end, enc.total_at_most(sum(best) - 1))
+        if v is None:
+            break
+        if v == "unknown":
+            return [], None, None
+        best = v
+    S, L = sum(best), enc.L
+    if not S:
+        return [best], 0, None
+    found = [best]
+    while True:
+        v = enc.vector(end, enc.total_at_most(S), *(enc.below(u) for u in found))
+        if v is None:
+            break
+        if v == "unknown":  # S is the least: a model at S - 1 would have been found
+            return found, S, Proof(None, (None,) * L, _pareto_claim(S - 1, (), L, Tmin),
+                                   enc.unsat_query(enc.total_at_most(S - 1)), "pareto", S - 1)
+        found.append(v)
+    found.sort()
+    return found, S, Proof(None, (None,) * L, _pareto_claim(S, found, L, Tmin),
+                           enc.unsat_query(enc.total_at_most(S),
+                                           *(enc.below(u, plain=True) for u in found)),
+                           "pareto", S, tuple(found))
+
+
+def _pareto_claim(K: int, vectors, L: int, Tmin: int) -> str:
+    """The pareto statement: with at most K heads in all, heads at or above one of the vectors
+    (none listed: no derivation with K heads in all)."""
+    if not vectors:
+        return f"no T-bounded derivation with at most {K} head(s) in all ({L} layer(s)), for every T >= {Tmin}"
+    return (f"every T-bounded derivation with at most {K} head(s) in all ({L} layer(s)) has "
+            f"heads at or above one of {_vectors_text(vectors)}, for every T >= {Tmin}")
+
+
+def _vectors_text(vectors) -> str:
+    return "; ".join(",".join(map(str, v)) for v in vectors)
 
 
 @dataclass(frozen=True)
@@ -581,7 +719,7 @@ def depth(target: Target, T: int, d: int = 1, E: int = 1, positional: bool = Fal
                                     _encoding_with_facts(rules, L, Tmin, grown), "stable"))
         return Depth(target, Architecture(T, d, E, (0,) * L, positional), None, stable, None,
                      None, tuple(proofs), None)
-    m = min_heads(target, T, k, d, E, positional)
+    m = min_heads(target, T, k, d, E, positional, pareto=False)
     proofs = []
     fewer = None
     if k >= 2:

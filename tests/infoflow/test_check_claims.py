@@ -84,3 +84,22 @@ def test_every_min_heads_and_depth_statement_is_certified(target, layers, positi
     r = depth(target, T, positional=positional)
     assert _certified(_witness_document(target, r.arch, r.witness, r.proofs)) == \
         [q.claim for q in r.proofs]
+
+
+def test_the_pareto_statement_is_certified_and_a_false_one_is_not():
+    """min-heads' pareto statement (4 heads in all are the least, at or above 2,1,1) is built
+    and proved by the checker; the same statement at 5 heads in all is false ((1, 2, 2) has 5
+    and is not at or above (2, 1, 1)): z3 says sat on the checker's query."""
+    from test_predictions import _chains
+    target = _chains()
+    m = min_heads(target, 16, 3)
+    doc = _witness_document(target, m.arch, m.witness, m.proofs)
+    pareto = doc["proofs"][-1]
+    assert (pareto["kind"], pareto["total"], pareto["vectors"]) == ("pareto", 4, [[2, 1, 1]])
+    assert _certified(doc) == [p.claim for p in m.proofs]
+    pareto.update(total=5, claim=pareto["claim"].replace("at most 4", "at most 5"))
+    report = check_document("w", as_file(doc), proofs=True)
+    assert not report.valid and "z3 says sat on the checker's query" in report.errors[0]
+    del pareto["vectors"]
+    with pytest.raises(InputError, match=r"\$\.proofs\[3\]\.vectors"):
+        check_document("w", as_file(doc), proofs=True)

@@ -37,8 +37,11 @@ def test_min_heads_json_and_text(capsys):
                      "--T", "64", "--json")
     doc = json.loads(out)
     assert rc == 0 and doc["min_heads"] == [3, 3] and doc["efficient"]
-    # layer 1 with two heads fails whatever the later layer has (null: any number of heads)
-    assert [p["heads"] for p in doc["proofs"]] == [[2, None], [3, 2]]
+    # layer 1 with two heads fails whatever the later layer has (null: any number of heads);
+    # then 6 heads in all are the least, and (3, 3) the only vector of 6
+    assert [p["heads"] for p in doc["proofs"]] == [[2, None], [3, 2], [None, None]]
+    assert doc["order"].startswith("lexicographic") and doc["least_total"] == 6
+    assert doc["pareto"] == [[3, 3]] and doc["pareto_complete"]
     assert all(recheck(p["smt2"]) == "unsat" for p in doc["proofs"])
     rc, out, _ = run(capsys, "min-heads", "--target", "triangle-center", "--layers", "2", "--T", "8")
     assert rc == 0 and "min heads  none" in out

@@ -106,3 +106,41 @@ def test_no_heads_at_all_suffice_for_the_triangle():
     m = min_heads(builtin_target("triangle-center"), 9, 3)
     assert m.min_heads is None and m.proofs[0].heads == (None, None, None)
     assert "any number of heads, for every T >= 3" in m.proofs[0].claim
+
+
+def _chains():
+    from tfcert.infoflow import Combine, Reduce, Score, Target
+    from tfcert.infoflow.targets import alternation
+    two = Reduce("min", ("u",), Reduce("max", ("v",), Score("h", ("u", "v"))), name="b1")
+    return Target("chains", tree=Combine("max", (alternation(3), two)))
+
+
+def test_min_heads_lists_the_pareto_set_by_total_and_says_its_order():
+    """max(a depth-3 chain, a depth-2 chain) on 3 layers: the lexicographic least heads are
+    (1, 2, 2), 5 in all, though (2, 1, 1) reaches the target with 4; both are Pareto-minimal,
+    listed by total, and 4 is proved the least total."""
+    from tfcert.infoflow.search import ORDER
+    target = _chains()
+    m = min_heads(target, 16, 3)
+    assert m.min_heads == (1, 2, 2) and ORDER.startswith("lexicographic")
+    assert m.pareto == ((2, 1, 1), (1, 2, 2)) and m.least_total == 4 and m.complete
+    for heads in m.pareto:
+        p = predict(target, Architecture(16, heads=heads))
+        assert p.efficient and replay(target, p.arch, p.witness).ok
+    assert [p.kind for p in m.proofs] == ["fewer_heads"] * 3 + ["pareto"]
+    last = m.proofs[-1]
+    assert (last.total, last.vectors) == (4, ((2, 1, 1),))
+    assert "at most 4 head(s) in all (3 layer(s)) has heads at or above one of 2,1,1" in last.claim
+    assert all(recheck(p.smt2) == "unsat" for p in m.proofs)
+    assert not predict(target, Architecture(16, heads=(2, 1, 0))).efficient
+
+
+def test_when_the_budget_runs_out_the_least_total_is_not_claimed(monkeypatch):
+    """With no resources for the Pareto search, only the lexicographic answer is listed and no
+    least total or pareto statement is claimed."""
+    from tfcert.infoflow import search
+    monkeypatch.setattr(search, "PARETO_FLOOR", 0)
+    monkeypatch.setattr(search, "PARETO_SHARE", 10 ** 12)
+    m = min_heads(_chains(), 16, 3)
+    assert m.pareto == ((1, 2, 2),) and m.least_total is None and not m.complete
+    assert [p.kind for p in m.proofs] == ["fewer_heads"] * 3

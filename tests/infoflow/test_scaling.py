@@ -9,7 +9,8 @@ from tfcert.infoflow import (Architecture, Comparison, Target, builtin_target, c
 def test_intrinsic_dimension_ten():
     m = min_heads(builtin_target("intrinsic-dim:D=10"), 64, 2)
     assert m.min_heads == (10, 10)
-    assert [p.heads for p in m.proofs] == [(9, None), (10, 9)]
+    assert [p.heads for p in m.proofs] == [(9, None), (10, 9), (None, None)]
+    assert m.pareto == ((10, 10),) and m.least_total == 20 and m.complete
     assert all(recheck(p.smt2) == "unsat" for p in m.proofs)
 
 

@@ -61,7 +61,7 @@ def test_depth_two_tree_with_a_shared_head():
     assert (shared.out.role, shared.out.node) == ("resolve", "r3")
     assert (last.out.role, last.out.node) == ("resolve", "r1")
     all_unsat(m.proofs)
-    assert [p.heads for p in m.proofs] == [(0, None), (1, 0)]
+    assert [p.heads for p in m.proofs] == [(0, None), (1, 0), (None, None)]
     assert valid(predict(target, Architecture(16, heads=(1, 1))).witness).exponent == 1
     assert predict(target, Architecture(16, 1, 2, (1, 1))).exponent == 0
     one = predict(target, Architecture(16, heads=(3,)))

@@ -10,7 +10,8 @@ from pathlib import Path
 from tfcert.errors import InputError
 from tfcert.infoflow.architecture import Architecture, parse_heads
 from tfcert.infoflow.calculus import Rules, depth_closure
-from tfcert.infoflow.search import Depth, MinHeads, Prediction, Proof, depth, min_heads, predict
+from tfcert.infoflow.search import (ORDER, Depth, MinHeads, Prediction, Proof, depth, min_heads,
+                                    predict)
 from tfcert.infoflow.table import TABLE_T, predictions_table
 from tfcert.infoflow.targets import Target, parse_target
 from tfcert.infoflow.witness import SHOW, WITNESS_FORMAT, Derivation
@@ -99,8 +100,11 @@ def _proofs_json(proofs) -> list[dict]:
 
 def _witness_proof(p: Proof) -> dict:
     """A proof as the witness file gives it: the statement's kind (the checker builds its own
-    query from it), the layer a fewer_heads statement is about, the claim, the search's query."""
+    query from it), the layer a fewer_heads statement is about, a pareto statement's heads in
+    all and head vectors, the claim, the search's query."""
     out = {"kind": p.kind, "claim": p.claim, "smt2": p.smt2}
+    if p.kind == "pareto":
+        out.update(total=p.total, vectors=[list(v) for v in p.vectors])
     return {**out, "layer": p.layer} if p.kind == "fewer_heads" else out
 
 
@@ -192,6 +196,8 @@ def _min_heads_json(m: MinHeads) -> dict:
     return {"target": _target_json(m.target, m.arch.T, m.arch.positional), "T": m.arch.T,
             "layers": m.arch.layers, "efficient": m.min_heads is not None,
             "min_heads": None if m.min_heads is None else list(m.min_heads),
+            "order": ORDER, "least_total": m.least_total,
+            "pareto": [list(v) for v in m.pareto], "pareto_complete": m.complete,
             "witness": None if m.witness is None else m.witness.to_json(),
             "proofs": _proofs_json(m.proofs)}
 
@@ -209,8 +215,16 @@ def _min_heads(args: argparse.Namespace) -> int:
     if m.min_heads is None:
         print("min heads  none: no T-bounded derivation with any number of heads")
     else:
-        print(f"min heads  {','.join(map(str, m.min_heads))}")
+        print(f"min heads  {_heads(m.min_heads)} (lexicographic: the fewest in layer 1 first)")
+        least = "not proved (the search's budget ran out)" if m.least_total is None else \
+            f"{m.least_total}" + ("" if m.complete else ", not every vector of it listed")
+        print(f"pareto     {'; '.join(f'{_heads(v)} ({sum(v)} in all)' for v in m.pareto)}; "
+              f"least total {least}")
     return _proofs_and_witness(args, m.proofs, m.witness)
+
+
+def _heads(v) -> str:
+    return ",".join(map(str, v))
 
 
 def _proofs_and_witness(args, proofs, witness) -> int:
