@@ -27,11 +27,13 @@ class Bundle:
     report: Report
 
 
-def build(dataset: str | Path | Document, attention: str = "hardmax", width: int = 4, progress=None) -> Bundle:
+def build(dataset: str | Path | Document, attention: str = "hardmax", width: int = 4, progress=None,
+          replay=None) -> Bundle:
     """Construct, certify and verify, all in memory. ``dataset`` is a path or
     a document already read (stdin, the notebook API); ``progress(done,
     total, label)`` hears the phase (building, certifying, verifying) and
-    the count of its work: phases built, steps, blocks replayed."""
+    the count of its work: phases built, steps, blocks replayed. ``replay``
+    is verify's (tfcert/shards.py: the verification on shards)."""
     from tfcert.progress import Replay
 
     dataset_doc = dataset if isinstance(dataset, Document) else load_document(dataset)
@@ -54,7 +56,7 @@ def build(dataset: str | Path | Document, attention: str = "hardmax", width: int
     try:  # the float analyses ride along the verifier's replay: one replay states and checks everything
         report = check_certificate(parse_document("model.json", model), dataset_doc,
                                    parse_document("certificate.json", draft), verifying,
-                                   observers=(*analyses, verifying) if verifying else analyses)
+                                   observers=(*analyses, verifying) if verifying else analyses, replay=replay)
     except InputError as exc:  # the construction's own numbers are past a reader's limit
         raise InputError(f"{dataset_doc.path}: the bundle built from this dataset exceeds a limit of the checker "
                          f"({exc}); raise it with --limit") from None

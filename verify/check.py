@@ -98,10 +98,14 @@ def _parse_claims(cert: Document, ctx: Context) -> list[_Parsed]:
 
 
 def check_certificate(model_doc: Document, dataset_doc: Document, cert_doc: Document,
-                      progress: Callable[[int, int], None] | None = None, observers: tuple = ()) -> Report:
+                      progress: Callable[[int, int], None] | None = None, observers: tuple = (),
+                      replay=None) -> Report:
     """Check a certificate against the exact model and dataset bytes.
     ``observers`` (float analyses) see every step the float claims see, so
-    a caller can state float claims from this very replay (construct)."""
+    a caller can state float claims from this very replay (construct).
+    ``replay`` stands in for replay_claims (its arguments and the three
+    documents, the same results): tfcert/shards.py checks the replayed
+    claims on shards of the dataset."""
     model, dataset = read_model(model_doc), read_dataset(dataset_doc)
     check_compatible(model, dataset, model_doc.path, dataset_doc.path)
     top = obj(cert_doc.value, f"{cert_doc.path}: $", ("format",))
@@ -126,7 +130,8 @@ def check_certificate(model_doc: Document, dataset_doc: Document, cert_doc: Docu
         raise InputError(f"{exc} (the certificate's sha256 does not match {model_doc.path} / "
                          f"{dataset_doc.path}: is it the certificate of other files?)") from None
     results += _top_claims(cert_doc.path, top, model.attention, claims)
-    results += replay_claims(ctx, claims, progress, observers)
+    results += (replay_claims(ctx, claims, progress, observers) if replay is None
+                else replay(ctx, claims, progress, observers, (model_doc, dataset_doc, cert_doc)))
     return Report(tuple(results), dataset.warnings)
 
 

@@ -306,10 +306,11 @@ def _replay_shard(model, sequences: list, block: int, direction: tuple) -> tuple
 def shard_costs(shape: Shape, k: int) -> dict:
     """What verification sharded by sequence would cost: the replay with the
     binary64 analysis (the bulk of verify) on every sequence, then on each of
-    k shards (every k-th sequence); the merge of the shards' sorted
+    k shards (tfcert/shards.py's split, balanced by tokens); the merge of the shards' sorted
     separation projections (heapq.merge, adjacent differences); whether the
     merge and the max of the shards' bounds give the unsharded answers."""
     from tfcert.construct.build import construct
+    from tfcert.shards import split
     from tfcert.verify.formats import parse_document, read_dataset
     from tfcert.verify.numbers import parse_vector
 
@@ -319,7 +320,8 @@ def shard_costs(shape: Shape, k: int) -> dict:
     direction = parse_vector(sep["direction"], dataset.d, "separation.direction")
     inputs = [p.input for p in dataset.pairs]
     full_s, full_keys, full_bound = _replay_shard(construction.model, inputs, sep["block"], direction)
-    shards = [_replay_shard(construction.model, inputs[i::k], sep["block"], direction) for i in range(k)]
+    shards = [_replay_shard(construction.model, [inputs[j] for j in part], sep["block"], direction)
+              for part in split([len(x) for x in inputs], k)]
     start = time.perf_counter()
     merged = list(heapq.merge(*(keys for _, keys, _ in shards)))
     least_gap = min((b - a for a, b in zip(merged, merged[1:])), default=None)
@@ -333,6 +335,27 @@ def shard_costs(shape: Shape, k: int) -> dict:
             "min_gap_as_claimed": str(least_gap) == str(sep["min_gap"]),
             "bound_full": None if full_bound is None else float(full_bound),
             "bound_equal": bound == full_bound}
+
+
+def shard_speedup(shape: Shape, k: int) -> dict:
+    """Whole processes, in one run: ``tfcert verify BUNDLE`` and ``tfcert
+    verify BUNDLE --shards k`` (a local Dask cluster of k workers, its start
+    included) on the shape's bundle; both must exit 0."""
+    with tempfile.TemporaryDirectory(prefix="tfcert-bench-") as tmp:
+        folder = Path(tmp)
+        (folder / "dataset.json").write_bytes(random_dataset(*shape))
+        run_phase("construct", folder)
+        seconds = []
+        for extra in ([], ["--shards", str(k)]):
+            start = time.perf_counter()
+            proc = subprocess.run([sys.executable, "-m", "tfcert", "-q", "verify", str(folder), "--limit",
+                                   f"tokens={2**62 - 1}", *extra], capture_output=True, text=True)
+            seconds.append(time.perf_counter() - start)
+            if proc.returncode != 0:
+                raise RuntimeError(f"bench: tfcert verify {' '.join(extra)} exited {proc.returncode}:\n"
+                                   f"{proc.stderr[-4000:]}")
+    return {"one_process_s": _r(seconds[0], 3), "sharded_s": _r(seconds[1], 3),
+            "speedup": round(seconds[0] / seconds[1], 3)}
 
 
 # ---------------------------------------------------------------- pictures
@@ -527,17 +550,29 @@ def summary(fits: dict, corrupted: dict | None, trade: list[dict], files: dict) 
 
 
 def run_shards(picked: list[Shape], k: int, as_json: bool) -> int:
-    """``--shards K``: shard_costs per shape; exit 0 when the merges give the unsharded answers."""
+    """``--shards K``: shard_costs per shape and, with Dask installed, the
+    whole-process speed-up of ``verify --shards K``; exit 0 when the merges
+    give the unsharded answers."""
+    import importlib.util
+
+    dask = importlib.util.find_spec("distributed") is not None
     rows = []
     for i, shape in enumerate(picked):
-        _say(f"[{i + 1}/{len(picked)}] {label(shape)}")(f"replay on all sequences, then on {k} shards")
+        say = _say(f"[{i + 1}/{len(picked)}] {label(shape)}")
+        say(f"replay on all sequences, then on {k} shards")
         rows.append(shard_costs(shape, k))
         r = rows[-1]
+        if dask:
+            say(f"tfcert verify, one process and --shards {k}")
+            r.update(shard_speedup(shape, k))
         if not as_json:
             print(f"{label(shape)}: {r['tokens']} tokens, {r['blocks']} blocks; replay + binary64 analysis "
                   f"{r['full_s']:.2f}s, {k} shards " + " / ".join(f"{s:.2f}s" for s in r["shard_s"])
                   + f", merge {r['merge_s']:.4f}s; merged keys {'equal' if r['merged_equals_full'] else 'DIFFER'}, "
                   f"bound {'equal' if r['bound_equal'] else 'DIFFERS'}", flush=True)
+            if dask:
+                print(f"    tfcert verify (whole processes): one process {r['one_process_s']:.2f}s, --shards {k} "
+                      f"{r['sharded_s']:.2f}s: {r['speedup']:.2f}x", flush=True)
     if as_json:
         from tfcert.report import json_text
 

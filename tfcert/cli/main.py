@@ -84,7 +84,7 @@ def cmd_construct(args) -> int:
     refuse_to_replace(args.output, args.force)  # before the work, not after it
     start = time.perf_counter()
     with Bar("construct") as bar:
-        bundle = build(load(args.dataset, "dataset"), args.attention, args.width, bar)
+        bundle = build(load(args.dataset, "dataset"), args.attention, args.width, bar, _sharded(args, bar))
     write_bundle(bundle.files, args.output, args.force)
     seconds = time.perf_counter() - start
     size = measure(bundle.construction.model, bundle.dataset, bundle.construction.theorem)
@@ -100,6 +100,13 @@ def cmd_construct(args) -> int:
         print(f"{len(bundle.report.results)} claims verified; wrote {args.output}/"
               f"{{dataset,model,certificate}}.json in {seconds:.2f}s")
     return 0
+
+
+def _sharded(args, bar):
+    """--shards/--scheduler: the sharded replay on Dask (tfcert/shards.py), or None."""
+    from tfcert.shards import from_options
+
+    return from_options(args.shards, args.scheduler, bar)
 
 
 def _documents(args, slots: tuple[str, ...]) -> dict:
@@ -119,7 +126,8 @@ def cmd_verify(args) -> int:
         _refuse_overwrite([args.junit], [d.path for d in docs.values()])
     with Bar("verify") as bar:
         watch = Replay(bar)
-        report = check_certificate(docs["model"], docs["dataset"], docs["certificate"], watch, observers=(watch,))
+        report = check_certificate(docs["model"], docs["dataset"], docs["certificate"], watch, observers=(watch,),
+                                   replay=_sharded(args, bar))
     _warn(report.warnings)
     if args.junit:
         _write_text(args.junit, junit(report))
@@ -326,6 +334,17 @@ def _limit_option(p: argparse.ArgumentParser) -> None:
                    help="file_bytes, digits, bits, z3_seconds or tokens (docs/certificates.md, Limits); repeatable")
 
 
+def _shard_options(p: argparse.ArgumentParser) -> None:
+    """--shards and --scheduler: the claims checked on shards of the dataset on Dask (docs/scaling.md)."""
+    p.add_argument("--shards", type=int, metavar="K",
+                   help="check the claims on K shards of the dataset by sequence, on a local Dask cluster of K "
+                        "worker processes (with --scheduler: on that cluster); the same verdict and report "
+                        "(docs/scaling.md; pip install 'tfcert[distributed]')")
+    p.add_argument("--scheduler", metavar="ADDRESS",
+                   help="run the shards on the existing Dask cluster whose scheduler is at ADDRESS "
+                        "(tcp://HOST:PORT); one shard per worker unless --shards K")
+
+
 def _solver_options(p: argparse.ArgumentParser, emit: bool = False) -> None:
     """--emit-smt and --cross-check: the region queries seen by tfcert/cli/smt.py (docs/certificates.md)."""
     if emit:
@@ -380,6 +399,7 @@ def build_parser() -> argparse.ArgumentParser:
                         "holding files tfcert did not write is never replaced")
     _limit_option(p)
     p.add_argument("--json", action="store_true", help=JSON_HELP)
+    _shard_options(p)
 
     def files(p: argparse.ArgumentParser, slots: tuple[str, ...]) -> None:
         p.add_argument("bundle", nargs="?", metavar="BUNDLE",
@@ -395,6 +415,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--junit", metavar="FILE", help="also write a JUnit XML report, one testcase per claim")
     _limit_option(p)
     _solver_options(p, emit=True)
+    _shard_options(p)
 
     p = command("audit", "audit any model against a dataset", cmd_audit)
     files(p, ("model", "dataset"))

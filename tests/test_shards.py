@@ -1,0 +1,204 @@
+"""Verification sharded by sequence (tfcert/shards.py, docs/scaling.md): the
+split partitions the dataset; the merge gives one process's report, message
+for message, on clean and mutated bundles; a corrupted token that only one
+shard sees fails the bundle; a dropped, repeated or foreign shard fails every
+replayed claim; on Dask, `verify --shards` and `construct --shards` print and
+write what one process does; without Dask the options are one error line."""
+from __future__ import annotations
+
+import hashlib
+import json
+import random
+import re
+import subprocess
+import sys
+from contextlib import contextmanager
+from fractions import Fraction
+
+import pytest
+
+from tfcert import shards
+from tfcert.bench import random_dataset
+from tfcert.construct.bundle import build
+from tfcert.main import main
+from tfcert.selftest import make_bundles, mutate
+from tfcert.verify.check import verify
+from tfcert.verify.errors import InputError
+from tfcert.verify.formats import parse_document
+
+NAMES = ("model.json", "dataset.json", "certificate.json")
+
+
+def report(files: dict[str, bytes], k: int | None = None, connect=shards.in_process):
+    """(verdict, every result's place and failures) of one process, or of k shards."""
+    docs = [parse_document(n, files[n]) for n in NAMES]
+    try:
+        r = verify(*docs, replay=None if k is None else shards.ShardedReplay(connect, k))
+    except InputError as exc:
+        return "refused", str(exc)
+    return r.ok, [(x.phase, x.kind, x.where, x.failures) for x in r.results]
+
+
+def rehashed(files: dict[str, bytes], **values) -> dict[str, bytes]:
+    """The files with some replaced by JSON values, the certificate's hashes made to match (as a forger would)."""
+    out = dict(files)
+    for name, value in values.items():
+        out[f"{name}.json"] = json.dumps(value).encode()
+    cert = json.loads(out["certificate.json"])
+    cert["model_sha256"] = hashlib.sha256(out["model.json"]).hexdigest()
+    cert["dataset_sha256"] = hashlib.sha256(out["dataset.json"]).hexdigest()
+    out["certificate.json"] = json.dumps(cert).encode()
+    return out
+
+
+@pytest.fixture(scope="module")
+def grid(tmp_path_factory):
+    """A bundle of 6 sequences of 5 tokens (hats, snaps, argmax, float claims)."""
+    path = tmp_path_factory.mktemp("grid") / "dataset.json"
+    path.write_bytes(random_dataset(6, 5, 2, 4))
+    return dict(build(path).files)
+
+
+def one_shard_corruption(files: dict[str, bytes]) -> tuple[dict[str, bytes], int]:
+    """A target of one sequence moved by 1 and one hat's `to` in the certificate
+    moved: each seen by the one shard that holds the sequence."""
+    data, cert = json.loads(files["dataset.json"]), json.loads(files["certificate.json"])
+    data["pairs"][4]["output"][0][0] = str(Fraction(data["pairs"][4]["output"][0][0]) + 1)
+    hat = next(c for p in cert["phases"] for c in p["claims"] if c["kind"] == "hat" and c["moves"][0][0] == 1)
+    hat["to"][0] = str(Fraction(hat["to"][0]) + 1)
+    return rehashed(files, dataset=data, certificate=cert), 4
+
+
+# ---------------------------------------------------------------- the split
+
+@pytest.mark.parametrize("lengths, k", [([5] * 6, 2), ([1, 9, 3, 3, 2], 3), ([4], 3), ([2, 2], 5)])
+def test_split_is_a_balanced_partition(lengths, k):
+    parts = shards.split(lengths, k)
+    assert sorted(j for p in parts for j in p) == list(range(len(lengths)))
+    assert len(parts) == min(k, len(lengths)) and all(parts) and all(p == sorted(p) for p in parts)
+    loads = [sum(lengths[j] for j in p) for p in parts]
+    assert max(loads) - min(loads) <= max(lengths)
+    assert shards.partition_problem(parts, len(lengths)) is None
+
+
+def test_split_refuses_no_shards():
+    with pytest.raises(InputError, match="--shards 0: expected at least 1 shard"):
+        shards.split([3, 3], 0)
+
+
+# ---------------------------------------------------------------- the merge is one process's report
+
+def test_sharded_report_is_one_process_report(grid):
+    assert report(grid) == report(grid, 2) == report(grid, 4) == report(grid, 6)
+    assert report(grid)[0] is True
+
+
+def test_corrupted_token_in_one_shard_fails_the_bundle(grid):
+    bad, _ = one_shard_corruption(grid)
+    single = report(bad)
+    assert single[0] is False
+    assert report(bad, 3) == single
+    failed = [f for *_, fs in single[1] for f in fs]
+    assert any(f.startswith("sequence 4: output set differs") for f in failed)
+    assert any("not at the stated target" in f or "do not move it" in f for f in failed)
+
+
+@pytest.mark.slow
+def test_mutants_get_one_process_report():
+    """Random single changes (the selftest's), each verified by one process and by 3 shards."""
+    bundles = make_bundles(0, 2)
+    rng = random.Random(7)
+    for _ in range(80):
+        files, what = mutate(rng, rng.choice(bundles))
+        assert report(files) == report(files, 3), what
+
+
+@pytest.mark.parametrize("tamper", ["drop", "repeat", "foreign bytes"])
+def test_a_scheduler_mistake_fails_every_replayed_claim(grid, tamper):
+    @contextmanager
+    def faulty(workers):
+        def run(tasks):
+            results = [shards.verify_shard(*args) for args in tasks]
+            if tamper == "drop":
+                results.pop()
+            elif tamper == "repeat":
+                results.append(results[0])
+            else:
+                results[0]["sha256"]["model"] = "0" * 64
+            yield from results
+        yield run
+
+    ok, results = report(grid, 3, faulty)
+    assert ok is False
+    replayed = [fs for _, kind, _, fs in results if kind in shards.LOCAL]
+    assert replayed and all(fs and fs[0].startswith("not checked: ") for fs in replayed)
+    assert all(not fs for _, kind, _, fs in results if kind not in shards.LOCAL)
+
+
+# ---------------------------------------------------------------- the command line
+
+def run(argv, capsys) -> tuple[int, str, str]:
+    rc = main([str(a) for a in argv])
+    out, err = capsys.readouterr()
+    return rc, out, err
+
+
+def test_shards_zero_is_one_error_line(grid, tmp_path, capsys):
+    for name, data in grid.items():
+        (tmp_path / name).write_bytes(data)
+    rc, out, err = run(["verify", tmp_path, "--shards", "0"], capsys)
+    assert (rc, out) == (2, "") and err == "error: --shards 0: expected at least 1 shard\n"
+
+
+def test_without_dask_the_options_say_to_install_the_extra(grid, tmp_path, capsys, monkeypatch):
+    for name, data in grid.items():
+        (tmp_path / name).write_bytes(data)
+    monkeypatch.setitem(sys.modules, "dask", None)  # import dask raises ImportError
+    for option in (["--shards", "2"], ["--scheduler", "tcp://127.0.0.1:8786"]):
+        rc, out, err = run(["verify", tmp_path, *option], capsys)
+        assert (rc, out) == (2, "") and err.count("\n") == 1
+        assert err.startswith("error: ") and "pip install 'tfcert[distributed]'" in err
+
+
+def test_one_process_imports_no_dask(grid, tmp_path):
+    for name, data in grid.items():
+        (tmp_path / name).write_bytes(data)
+    code = ("import sys; from tfcert.main import main; rc = main(['-q', 'verify', sys.argv[1]]); "
+            "assert rc == 0; assert not any(m.split('.')[0] in ('dask', 'distributed') for m in sys.modules)")
+    subprocess.run([sys.executable, "-c", code, str(tmp_path)], check=True, capture_output=True)
+
+
+@pytest.mark.slow
+def test_verify_on_dask_prints_what_one_process_prints(grid, tmp_path, capsys):
+    pytest.importorskip("distributed")
+    bad, _ = one_shard_corruption(grid)
+    for name, data in bad.items():
+        (tmp_path / name).write_bytes(data)
+    outputs = []
+    for extra in ([], ["--shards", "2"]):
+        junit = tmp_path / f"junit{len(extra)}.xml"
+        rc, out, err = run(["-q", "verify", tmp_path, "--junit", junit, *extra], capsys)
+        outputs.append((rc, out, err, re.sub(r'time="[0-9.]+"', 'time=""', junit.read_text())))
+    assert outputs[0] == outputs[1] and outputs[0][0] == 1
+    assert "sequence 4: output set differs" in outputs[0][1]
+
+
+@pytest.mark.slow
+def test_construct_on_dask_writes_the_same_bundle(tmp_path, capsys):
+    pytest.importorskip("distributed")
+    dataset = tmp_path / "dataset.json"
+    dataset.write_bytes(random_dataset(5, 4, 2, 3))
+    assert run(["-q", "construct", dataset, "-o", tmp_path / "one"], capsys)[0] == 0
+    assert run(["-q", "construct", dataset, "-o", tmp_path / "two", "--shards", "2"], capsys)[0] == 0
+    for name in NAMES:
+        assert (tmp_path / "one" / name).read_bytes() == (tmp_path / "two" / name).read_bytes()
+
+
+def test_unreachable_scheduler_is_one_error_line(grid, tmp_path, capsys, monkeypatch):
+    pytest.importorskip("distributed")
+    for name, data in grid.items():
+        (tmp_path / name).write_bytes(data)
+    monkeypatch.setattr(shards, "CONNECT_TIMEOUT", 1)
+    rc, out, err = run(["verify", tmp_path, "--scheduler", "tcp://127.0.0.1:9"], capsys)
+    assert (rc, out) == (2, "") and err.count("\n") == 1
+    assert err.startswith("error: --scheduler tcp://127.0.0.1:9: cannot reach the Dask scheduler within 1s")

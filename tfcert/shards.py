@@ -1,0 +1,570 @@
+"""Verification sharded by sequence (docs/scaling.md), on Dask distributed.
+
+Each layer maps the tokens of a sequence to tokens of that sequence, so a
+replay of some sequences gives, layer by layer, the very tokens the whole
+replay gives them. A shard (a list of sequence positions) replays the model
+on its sequences and returns, per claim, the data its claim needs (sorted
+projections, the tokens inside a window, per-token failures, maxima); the
+merge computes every verdict from that data, with the kernel's own messages,
+and never reads a shard's "ok". It also checks that the shards returned
+partition the dataset and were computed from the same file bytes.
+
+The kernel (verify/) knows nothing of this module: ``check_certificate(..., replay=…)``
+takes ``ShardedReplay`` in place of its single replay. Dask is imported only
+when a cluster is asked for (``pip install 'tfcert[distributed]'``).
+"""
+from __future__ import annotations
+
+import re
+import time
+from contextlib import contextmanager
+from dataclasses import dataclass, fields, replace
+from types import SimpleNamespace
+
+from flint import fmpq
+from typing import Callable, Iterator
+
+from tfcert.verify import regions
+from tfcert.verify.check import Result, _parse_claims, replay_claims
+from tfcert.verify.claims import Context, argmax, clusters, exact, hat, separation, snap, stated, tau_star
+from tfcert.verify.claims import float as float_claim
+from tfcert.verify.enclose import coordinate_range, is_point
+from tfcert.verify.errors import InputError
+from tfcert.verify.floats import FORMATS
+from tfcert.verify.formats import Dataset, obj, parse_document, read_dataset, read_model
+from tfcert.verify.numbers import LIMITS, dot, show, unit
+from tfcert.verify.regions import lands_on, ramps_to, zero_outside
+
+INSTALL = "install the distributed extra: pip install 'tfcert[distributed]'"
+CONNECT_TIMEOUT = 10  # seconds to reach a --scheduler before giving up
+
+
+# ---------------------------------------------------------------- the split
+
+def split(lengths: list[int], k: int) -> list[list[int]]:
+    """Sequence positions in at most ``k`` non-empty shards balanced by tokens:
+    the longest sequence first, each to the shard with fewest tokens so far
+    (ties: the lower shard); positions sorted within a shard. Deterministic."""
+    if k < 1:
+        raise InputError(f"--shards {k}: expected at least 1 shard")
+    shards: list[list[int]] = [[] for _ in range(min(k, len(lengths)))]
+    load = [0] * len(shards)
+    for j in sorted(range(len(lengths)), key=lambda j: (-lengths[j], j)):
+        s = min(range(len(shards)), key=lambda s: (load[s], s))
+        shards[s].append(j)
+        load[s] += lengths[j]
+    return [sorted(s) for s in shards]
+
+
+def partition_problem(returned: list[list[int]], count: int) -> str | None:
+    """Why the shards' sequences are not a partition of range(count), or None."""
+    seen: dict[int, int] = {}
+    for positions in returned:
+        for j in positions:
+            seen[j] = seen.get(j, 0) + 1
+    twice = sorted(j for j, n in seen.items() if n > 1)
+    missing = [j for j in range(count) if j not in seen]
+    strange = sorted(j for j in seen if not 0 <= j < count)
+    if twice or missing or strange:
+        return (f"the shards do not partition the dataset's {count} sequences (positions in two shards: "
+                f"{twice[:5]}, in none: {missing[:5]}, unknown: {strange[:5]})")
+    return None
+
+
+# ---------------------------------------------------------------- what a shard computes per claim
+
+@dataclass(frozen=True)
+class Part:
+    """What a shard returns for one claim (a kernel check returns strings)."""
+    data: object
+
+
+@dataclass(frozen=True)
+class _Seq:
+    """The one-sequence view of a step that the per-sequence kernel checks read."""
+    after: tuple
+    attention: tuple | None = None
+
+
+def _per_sequence(check: Callable, restrict: Callable) -> Callable:
+    """A shard part that runs the kernel's own ``check`` sequence by sequence,
+    on the claim restricted to that sequence: (position, failures) pairs."""
+    def local(claim, ctx: Context, step, full: Context):
+        out = []
+        for j, pair in enumerate(ctx.dataset.pairs):
+            one = Context(ctx.model, Dataset(ctx.dataset.d, (pair,)), ctx.certificate)
+            att = None if getattr(step, "attention", None) is None else (step.attention[j],)
+            view = _Seq((step.after[j],), att)
+            out += [(full.position[pair.index], m) for m in check(restrict(claim, full.position[pair.index], att),
+                                                                  one, view)]
+        return Part(out)
+    return local
+
+
+def _argmax(claim, ctx: Context, step, full: Context):
+    if step.attention is None:
+        return ["the layer's attention is not a scored hardmax (identity or A = 0)"]
+    ties = sum(len(a.argmax) > 1 for seq in step.attention for a in seq)
+
+    def restrict(c, pos, att):  # ties as this sequence has them: the merge checks their sum
+        return replace(c, tokens=(c.tokens[pos],), ties=sum(len(a.argmax) > 1 for a in att[0]))
+    return Part((_per_sequence(argmax.check, restrict)(claim, ctx, step, full).data, ties))
+
+
+def _separation(claim, ctx: Context, step, full: Context):
+    return Part(sorted(dot(claim.direction, x) for x in step.flat_after))
+
+
+def _hat_static(claim, ctx: Context) -> list[str] | None:
+    """The hat's checks of the claim and model alone that end its check early."""
+    ff = ctx.model.blocks[claim.block].ff
+    if any(ff.U[j] != ff.U[claim.units[0]] for j in claim.units):
+        return ["the group's U rows differ: not a hat on one direction"]
+    if not claim.lo < claim.hi:
+        return [f"empty window ({show(claim.lo)}, {show(claim.hi)})"]
+    if not claim.moves:
+        return ["moves is empty: a hat moves at least one token, on which its `to` is checked"]
+    return None
+
+
+def _hat(claim, ctx: Context, step, full: Context):
+    if _hat_static(claim, ctx) is not None:
+        return Part(None)
+    ff = ctx.model.blocks[claim.block].ff
+    ranked = step.projections(ff.U[claim.units[0]])
+    inside = {ctx.ref(g) for g in ranked.inside(claim.lo, claim.hi)}
+    tokens = []
+    for j, i in sorted(claim.moves & inside):
+        if hat.group(ff, claim.units, step.flat_before[ctx.flat(j, i)]) != claim.to:
+            tokens.append(((j, i), f"token [{j}, {i}]: the named units do not move it to the stated target"))
+        landed = step.flat_after[ctx.flat(j, i)]
+        if landed != claim.to:
+            tokens.append(((j, i), f"token [{j}, {i}]: lands at {[show(v) for v in landed]}, "
+                                   f"not at the stated target"))
+    return Part((inside, *ranked.outside(claim.lo, claim.hi), tokens))
+
+
+def _snap_static(claim, ctx: Context) -> list[str] | None:
+    ff, k = ctx.model.blocks[claim.block].ff, claim.coordinate
+    if any(ff.U[j] != unit(ctx.model.d, k) for j in claim.units):
+        return [f"the group's U rows are not e_{k + 1}: not a snap on coordinate {k + 1}"]
+    if not 0 < claim.radius < claim.reach:
+        return [f"need 0 < radius < reach, got radius {show(claim.radius)}, reach {show(claim.reach)}"]
+    return None
+
+
+def _snap(claim, ctx: Context, step, full: Context):
+    """As snap.check on the shard's tokens; plateau failures keyed both ways
+    the kernel may order them (by projection on exact steps, else by token)."""
+    if _snap_static(claim, ctx) is not None:
+        return Part(None)
+    k = claim.coordinate
+    lo, hi = claim.center - claim.reach, claim.center + claim.reach
+    candidates = step.projections(unit(ctx.model.d, k)).inside(lo, hi) if step.exact \
+        else range(len(step.flat_before))
+    inside, plateau, landed = set(), [], []
+    for g in candidates:
+        x = step.flat_before[g]
+        a, b = coordinate_range(x, k)
+        if b > lo and a < hi:
+            inside.add(ctx.ref(g))
+            if ctx.ref(g) not in claim.moves:
+                continue
+            on_axis = all(not x[i] if is_point(x) else coordinate_range(x, i) == (0, 0)
+                          for i in range(ctx.model.d) if i != k)
+            if not (on_axis and claim.center - claim.radius <= a and b <= claim.center + claim.radius):
+                plateau.append(((a, *ctx.ref(g)), ctx.ref(g), f"token {list(ctx.ref(g))}: enclosure "
+                                f"[{show(a)}, {show(b)}] on coordinate {k + 1} is not on the axis "
+                                f"inside the plateau"))
+    for j, i in sorted(claim.moves & inside):
+        x = step.flat_after[ctx.flat(j, i)]
+        if not is_point(x) or x != claim.to:
+            landed.append(((j, i), f"token [{j}, {i}]: does not land exactly on the stated target"))
+    return Part((step.exact, inside, plateau, landed))
+
+
+def _tau_star(claim, ctx: Context, step, full: Context):
+    """The shard's maxima that tau_star.check compares (None: no token of that kind)."""
+    if step.noise is None or not step.below:
+        return Part(None)  # the merge says so, after the checks of the model alone
+    noise = step.noise
+    out = {"worst": tau_star.max_bound(noise, claim.tau_star, 1),
+           "noisy": any(n.terms for seq in noise for n in seq), "above_step": None, "cf": None}
+    if claim.step is not None and 0 < claim.step:
+        out["above_step"] = tau_star.max_bound(noise, claim.tau_star + claim.step, 0)
+    tokens = tau_star.constrained(noise, [len(p.input) for p in ctx.dataset.pairs], claim.radius)
+    if tokens:
+        out["cf"] = True
+        if claim.closed_form is not None and claim.closed_form > 0:
+            out["cf"] = (tau_star.closed_form_noise(tokens, claim.closed_form, 1),
+                         tau_star.closed_form_noise(tokens, claim.closed_form * (1 + tau_star.TIGHT), 0))
+    return Part(out)
+
+
+_TOKEN = re.compile(r"token \[(\d+), (\d+)\]")
+_WHERE = re.compile(r"block (\d+) (FF|SA)")
+
+
+def _float_state(analysis, positions: list[int]) -> tuple:
+    """A finished float analysis of a shard as (failure, uncertain, bound),
+    the analysis's sequence positions in its messages made the dataset's."""
+    def glob(text: str | None) -> str | None:
+        return None if text is None else _TOKEN.sub(lambda m: f"token [{positions[int(m[1])]}, {m[2]}]", text)
+    analysis.finish()
+    failure = analysis.failure
+    if failure is not None and analysis.uncertain:
+        failure = failure.removesuffix(f" (the first ReLU a float run may switch: {analysis.uncertain})")
+    return glob(failure), glob(analysis.uncertain), analysis.bound
+
+
+def _order(text: str) -> tuple:
+    """Where in the replay a float message arises: block, layer, token."""
+    where, token = _WHERE.match(text), _TOKEN.search(text)
+    return ((int(where[1]), where[2] == "SA") if where else (-1, False),
+            (int(token[1]), int(token[2])) if token else (float("inf"), 0))
+
+
+def merge_float(states: list[tuple]) -> SimpleNamespace:
+    """The whole analysis from the shards': the earliest failure (with the
+    earliest uncertain ReLU), else the max of the bounds."""
+    failures = [s[0] for s in states if s[0] is not None]
+    if not failures:
+        return SimpleNamespace(failure=None, bound=max(s[2] for s in states))
+    failure = min(failures, key=_order)
+    uncertain = min((s[1] for s in states if s[1] is not None), key=_order, default=None)
+    if uncertain is not None and _order(uncertain) <= _order(failure):
+        failure += f" (the first ReLU a float run may switch: {uncertain})"
+    return SimpleNamespace(failure=failure, bound=None)
+
+
+class _Local:
+    """A claim module as a shard runs it: replay_claims schedules it at the
+    module's layer; its check returns the shard's Part."""
+
+    def __init__(self, module, local: Callable, full: Context, positions: list[int]):
+        self.KIND, self.LAYER, self.ENCLOSURES, self.BELOW = module.KIND, module.LAYER, module.ENCLOSURES, module.BELOW
+        self.module, self.local, self.full, self.positions = module, local, full, positions
+
+    def observer(self, claim, ctx):
+        return self.module.observer(claim, ctx)
+
+    def check(self, claim, ctx, step) -> list:
+        if self.LAYER == "trace":
+            return [Part(_float_state(step, self.positions))]
+        out = self.local(claim, ctx, step, self.full)
+        return out if isinstance(out, list) else [out]
+
+
+LOCAL: dict[str, Callable | None] = {
+    separation.KIND: _separation, hat.KIND: _hat, snap.KIND: _snap, argmax.KIND: _argmax,
+    clusters.KIND: _per_sequence(clusters.check, lambda c, pos, att: replace(c, distinct=(c.distinct[pos],))),
+    exact.KIND: _per_sequence(exact.check, lambda c, pos, att: c),
+    tau_star.KIND: _tau_star, float_claim.KIND: None,
+}
+
+
+# ---------------------------------------------------------------- the worker
+
+def verify_shard(files: dict[str, tuple[str, bytes]], positions: list[int], limits: dict,
+                 observe: list[tuple[str, object]]) -> dict:
+    """One shard, on a worker: read the three files (name, bytes), replay the
+    model on the sequences at ``positions`` and return per claim its Part or
+    the kernel's failures; ``observe`` asks for float analyses (format name,
+    give_up_above) beside the replay, as construct's own verification does."""
+    for name, value in limits.items():
+        setattr(LIMITS, name, value)
+    docs = {slot: parse_document(name, raw) for slot, (name, raw) in files.items()}
+    model, dataset = read_model(docs["model"]), read_dataset(docs["dataset"])
+    top = obj(docs["certificate"].value, f"{docs['certificate'].path}: $", ("format",))
+    full = Context(model, dataset, top)
+    claims = [c for c in _parse_claims(docs["certificate"], full) if c.module.KIND in LOCAL]
+    mine = Context(model, Dataset(dataset.d, tuple(dataset.pairs[j] for j in positions)), top)
+    items = [replace(c, module=_Local(c.module, LOCAL[c.module.KIND], full, positions)) for c in claims]
+    inputs = [p.input for p in mine.dataset.pairs]
+    analyses = [float_claim.Analysis(model, inputs, FORMATS[fmt], above) for fmt, above in observe]
+    start = time.perf_counter()
+    results = replay_claims(mine, items, observers=tuple(analyses))
+    out = [("part", r.failures[0].data) if len(r.failures) == 1 and isinstance(r.failures[0], Part)
+           else ("failures", [f for f in r.failures if isinstance(f, str)]) for r in results]
+    return {"positions": list(positions), "sha256": {slot: d.sha256 for slot, d in docs.items()},
+            "claims": out, "observers": [_float_state(a, positions) for a in analyses],
+            "seconds": time.perf_counter() - start}
+
+
+# ---------------------------------------------------------------- the merge
+
+def _merge_separation(item, ctx: Context, parts: list) -> list[str]:
+    """The kernel's check on the merged projections, as points on a line."""
+    line = (tuple((v,) for part in parts for v in part),)
+    return separation.check(replace(item.claim, direction=(1,)), ctx, _Seq(line))
+
+
+def _merge_hat(item, ctx: Context, parts: list) -> list[str]:
+    claim = item.claim
+    early = _hat_static(claim, ctx)
+    if early is not None:
+        return early
+    ff = ctx.model.blocks[claim.block].ff
+    failures = []
+    problem = (zero_outside(ff, claim.units, claim.lo, claim.hi) if claim.above is None
+               else ramps_to(ff, claim.units, claim.lo, claim.hi, claim.above))
+    if problem:
+        failures.append(problem)
+    inside = set().union(*(p[0] for p in parts))
+    below = max((p[1] for p in parts if p[1] is not None), default=None)
+    above = min((p[2] for p in parts if p[2] is not None), default=None)
+    outside = ([claim.lo - below] if below is not None else []) + ([above - claim.hi] if above is not None else [])
+    margin = min(outside) if outside else None
+    if inside != claim.moves:
+        failures.append(stated("moves", sorted(claim.moves), sorted(inside)))
+    if margin != claim.margin:
+        failures.append(stated("margin", claim.margin, margin))
+    return failures + [m for _, m in sorted((t for p in parts for t in p[3]), key=lambda t: t[0])]
+
+
+def _merge_snap(item, ctx: Context, parts: list) -> list[str]:
+    claim = item.claim
+    early = _snap_static(claim, ctx)
+    if early is not None:
+        return early
+    ff, k = ctx.model.blocks[claim.block].ff, claim.coordinate
+    failures = []
+    actual = sorted(-ff.b[j] for j in claim.units)
+    if actual != claim.breakpoints:
+        failures.append(stated("breakpoints", [str(v) for v in claim.breakpoints], [str(v) for v in actual]))
+    for problem in (lands_on(ff, claim.units, k, claim.center, claim.radius, claim.to),
+                    zero_outside(ff, claim.units, claim.center - claim.reach, claim.center + claim.reach)):
+        if problem:
+            failures.append(problem)
+    by_projection = all(p[0] for p in parts)  # the whole step is exact iff every shard's is
+    plateau = sorted((t for p in parts for t in p[2]), key=lambda t: t[0] if by_projection else t[1])
+    failures += [m for *_, m in plateau]
+    inside = set().union(*(p[1] for p in parts))
+    if inside != claim.moves:
+        failures.append(stated("moves", sorted(claim.moves), sorted(inside)))
+    return failures + [m for _, m in sorted((t for p in parts for t in p[3]), key=lambda t: t[0])]
+
+
+def _merge_sequences(item, ctx: Context, parts: list) -> list[str]:
+    return [m for _, m in sorted((t for p in parts for t in p), key=lambda t: t[0])]
+
+
+def _merge_argmax(item, ctx: Context, parts: list) -> list[str]:
+    failures = _merge_sequences(item, ctx, [p[0] for p in parts])
+    ties = sum(p[1] for p in parts)
+    return failures + ([] if ties == item.claim.ties else [stated("ties", item.claim.ties, ties)])
+
+
+def _merge_tau_star(item, ctx: Context, parts: list) -> list[str]:
+    """tau_star.check's comparisons on the maxima over the shards."""
+    claim = item.claim
+    failures = tau_star._static(claim, ctx)
+    if failures:
+        return failures
+    if None in parts:
+        return [f"block {claim.block}: the attention was not enclosed by its noise bound over (0, tau_star]"]
+    worst = max(p["worst"] for p in parts)
+    if not worst <= claim.noise_bound <= claim.radius:
+        failures.append(f"need max noise bound {show(worst)} ≤ noise_bound {show(claim.noise_bound)} ≤ radius "
+                        f"{show(claim.radius)}")
+    if claim.step is None:
+        if any(p["noisy"] for p in parts):
+            failures.append("step is null but some token has noise")
+    elif not 0 < claim.step <= claim.tau_star / tau_star.RESOLUTION:
+        failures.append(f"step {show(claim.step)} is not in (0, tau_star/{tau_star.RESOLUTION}]")
+    elif not max(p["above_step"] for p in parts) > claim.radius:
+        failures.append(f"tau_star + step = {show(claim.tau_star + claim.step)} also keeps the noise within the "
+                        f"radius: tau_star is not the largest to within step")
+    constrained = [p["cf"] for p in parts if p["cf"] is not None]
+    if claim.closed_form is None:
+        if constrained:
+            failures.append("closed_form is null but some token constrains it")
+        return failures
+    hi = max((c[0] for c in constrained if c is not True), default=fmpq(0))
+    lo = max((c[1] for c in constrained if c is not True), default=fmpq(0))
+    if not (claim.step is not None and 0 < claim.closed_form < claim.tau_star + claim.step and hi <= claim.radius):
+        failures.append(f"closed_form {show(claim.closed_form)} is not a valid bound below tau_star + step")
+    elif not lo > claim.radius:
+        failures.append(f"closed_form {show(claim.closed_form)} is not min Δ_i/ln((n_j−1)·D_i/radius) rounded down "
+                        f"to 24 bits: closed_form·(1 + 2^-22) is a valid bound too")
+    return failures
+
+
+def _merge_float(item, ctx: Context, parts: list) -> list[str]:
+    return float_claim.check(item.claim, ctx, merge_float(parts))
+
+
+MERGE = {separation.KIND: _merge_separation, hat.KIND: _merge_hat, snap.KIND: _merge_snap,
+         argmax.KIND: _merge_argmax, clusters.KIND: _merge_sequences, exact.KIND: _merge_sequences,
+         tau_star.KIND: _merge_tau_star, float_claim.KIND: _merge_float}
+
+
+def _static_result(item, ctx: Context) -> Result:
+    """A claim of the model alone (LAYER None), checked once, here."""
+    start = time.perf_counter()
+    regions.ASKING = item
+    try:
+        failures = tuple(item.module.check(item.claim, ctx, None))
+    except ArithmeticError as exc:
+        failures = (f"not checked: {exc}",)
+    return Result(item.phase, item.module.KIND, item.block, item.where, failures, time.perf_counter() - start)
+
+
+def merge(ctx: Context, claims: list, shards: list[dict], expected: list[list[int]],
+          sha256: dict[str, str]) -> list[Result]:
+    """Every claim's Result, in certificate order, from the shards' returns:
+    the replayed claims only if the shards partition the dataset and read
+    the coordinator's bytes; a shard's failures for a claim (a refusal the
+    kernel gives at a layer) stand for that claim, once each."""
+    problem = partition_problem([s["positions"] for s in shards], len(ctx.dataset.pairs))
+    if problem is None and sorted(map(sorted, expected)) != sorted(sorted(s["positions"]) for s in shards):
+        problem = "the shards returned are not the shards sent"
+    wrong = sorted({slot for s in shards for slot, h in s["sha256"].items() if sha256.get(slot) != h})
+    if problem is None and wrong:
+        problem = f"a shard read other bytes of the {', '.join(wrong)} than were sent"
+    seconds = max((s["seconds"] for s in shards), default=0.0)
+    out, n = [], 0
+    for item in claims:
+        if item.module.KIND not in LOCAL:
+            out.append(_static_result(item, ctx))
+            continue
+        answers = [s["claims"][n] if n < len(s["claims"]) else ("failures", ["the shard returned no result"])
+                   for s in shards]
+        n += 1
+        start = time.perf_counter()
+        if problem is not None:
+            failures = [f"not checked: {problem}"]
+        elif any(kind == "failures" for kind, _ in answers):
+            failures = list(dict.fromkeys(f for kind, fs in answers if kind == "failures" for f in fs))
+        else:
+            regions.ASKING = item
+            try:
+                failures = MERGE[item.module.KIND](item, ctx, [data for _, data in answers])
+            except ArithmeticError as exc:
+                failures = [f"not checked: {exc}"]
+        out.append(Result(item.phase, item.module.KIND, item.block, item.where, tuple(failures),
+                          seconds + time.perf_counter() - start))
+    return out
+
+
+# ---------------------------------------------------------------- running the shards
+
+Runner = Callable[[list[tuple]], Iterator[dict]]  # (verify_shard's arguments per shard) -> results as they end
+
+
+@contextmanager
+def in_process(workers: int) -> Iterator[Runner]:
+    """Run the shards one after another here (tests, bench): the same split and merge as on a cluster."""
+    yield lambda tasks: (verify_shard(*args) for args in tasks)
+
+
+def _dask():
+    try:
+        from dask import distributed
+    except ImportError:
+        raise InputError(f"--shards and --scheduler need Dask: {INSTALL}") from None
+    return distributed
+
+
+def local_cluster(workers: int):
+    """A connect function: a Dask LocalCluster of ``workers`` processes of one thread each."""
+    return _dask_runner(None, workers)
+
+
+def scheduler(address: str):
+    """A connect function: the existing Dask cluster whose scheduler is at ``address``."""
+    return lambda workers: _dask_runner(address, workers)
+
+
+def workers_of(address: str) -> int:
+    """How many workers the cluster at ``address`` has (one shard each when --shards is not given)."""
+    with _client(address) as client:
+        return max(1, len(client.scheduler_info()["workers"]))
+
+
+@contextmanager
+def _client(address: str):
+    distributed = _dask()
+    try:
+        client = distributed.Client(address, timeout=CONNECT_TIMEOUT)
+    except (OSError, TimeoutError, ValueError) as exc:
+        raise InputError(f"--scheduler {address}: cannot reach the Dask scheduler within "
+                         f"{CONNECT_TIMEOUT}s ({type(exc).__name__}: {exc})") from None
+    try:
+        yield client
+    finally:
+        client.close()
+
+
+@contextmanager
+def _dask_runner(address: str | None, workers: int) -> Iterator[Runner]:
+    distributed = _dask()
+    import logging
+
+    cluster = None
+    if address is None:
+        cluster = distributed.LocalCluster(n_workers=workers, processes=True, threads_per_worker=1,
+                                           dashboard_address=None, silence_logs=logging.CRITICAL)
+        address = cluster.scheduler_address
+    try:
+        with _client(address) as client:
+            def run(tasks: list[tuple]) -> Iterator[dict]:
+                files = client.scatter(tasks[0][0], broadcast=True)  # every worker receives the bytes once
+                futures = [client.submit(verify_shard, files, *args[1:], pure=False) for args in tasks]
+                for future in distributed.as_completed(futures):
+                    yield future.result()
+            yield run
+    finally:
+        if cluster is not None:
+            cluster.close()
+
+
+@dataclass
+class ShardedReplay:
+    """``check_certificate(..., replay=ShardedReplay(connect, k))``: the replayed claims
+    checked by at most ``k`` shards (one per sequence at most) on the Runner
+    that ``connect(shards)`` opens, and merged here; ``progress(done, total,
+    label)`` hears the shards as they end."""
+    connect: Callable[[int], object]
+    k: int
+    progress: Callable | None = None
+    shards: int = 0  # how many were used
+
+    def __call__(self, ctx: Context, claims: list, progress, observers: tuple, documents: tuple) -> list[Result]:
+        docs = dict(zip(("model", "dataset", "certificate"), documents))
+        positions = split([len(p.input) for p in ctx.dataset.pairs], self.k)
+        self.shards = len(positions)
+        analyses = [a for a in observers if isinstance(a, float_claim.Analysis)]
+        observe = [(a.fmt.name, a.give_up_above) for a in analyses]
+        limits = {f.name: getattr(LIMITS, f.name) for f in fields(LIMITS)}
+        files = {slot: (d.path, d.raw) for slot, d in docs.items()}
+        tasks = [(files, p, limits, observe) for p in positions]
+        label = f"{len(tasks)} shards by sequence, done"
+        returned = []
+        if self.progress:
+            self.progress(0, len(tasks), label)
+        with self.connect(len(tasks)) as run:
+            for result in run(tasks):
+                returned.append(result)
+                if self.progress:
+                    self.progress(len(returned), len(tasks), label)
+        results = merge(ctx, claims, returned, positions, {slot: d.sha256 for slot, d in docs.items()})
+        for i, analysis in enumerate(analyses):  # construct states its float claims from these
+            whole = merge_float([r["observers"][i] for r in returned])
+            analysis.failure = whole.failure
+            analysis.err = [] if whole.bound is None else [(int(whole.bound.p) / int(whole.bound.q),)]  # a binary64 number: exact
+        return results
+
+
+# ---------------------------------------------------------------- the command line
+
+def from_options(shards: int | None, address: str | None, progress=None) -> ShardedReplay | None:
+    """The replay that --shards/--scheduler ask for (None: one process, no Dask)."""
+    if shards is None and address is None:
+        return None
+    if shards is not None and shards < 1:
+        raise InputError(f"--shards {shards}: expected at least 1 shard")
+    _dask()
+    if address is None:
+        return ShardedReplay(local_cluster, shards, progress)
+    return ShardedReplay(scheduler(address), shards or workers_of(address), progress)
