@@ -231,13 +231,13 @@ def examples() -> str:
 def _table(path: Path, attention: str) -> tuple[list[str], str, list[str]]:
     """One table in one attention: its lines, its verdict and the reasons for missing claims."""
     from tfcert.construct.bundle import build
-    from tfcert.verify.check import verify
+    from tfcert.verify.check import check_certificate
     from tfcert.verify.formats import load_document, parse_document, read_model
 
     label = f"{path.stem}-{attention}"
     bundle = build(path, attention)  # construct verifies before it writes; and again from the files:
     docs = {name: parse_document(name, raw) for name, raw in bundle.files.items()}
-    report = verify(docs["model.json"], load_document(path), docs["certificate.json"])
+    report = check_certificate(docs["model.json"], load_document(path), docs["certificate.json"])
     assert report.ok, f"{label}: the written bundle does not verify"
     cert = json.loads(bundle.files["certificate.json"])
     model, data, claims = read_model(docs["model.json"]), bundle.dataset, _claims(cert)

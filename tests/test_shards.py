@@ -18,11 +18,11 @@ from fractions import Fraction
 import pytest
 
 from tfcert import shards
-from tfcert.bench import random_dataset
+from tfcert.bench.bench import random_dataset
 from tfcert.construct.bundle import build
-from tfcert.main import main
-from tfcert.selftest import make_bundles, mutate
-from tfcert.verify.check import verify
+from tfcert.cli.main import main
+from tfcert.selftest.selftest import make_bundles, mutate
+from tfcert.verify.check import check_certificate
 from tfcert.verify.errors import InputError
 from tfcert.verify.formats import parse_document
 
@@ -33,7 +33,7 @@ def report(files: dict[str, bytes], k: int | None = None, connect=shards.in_proc
     """(verdict, every result's place and failures) of one process, or of k shards."""
     docs = [parse_document(n, files[n]) for n in NAMES]
     try:
-        r = verify(*docs, replay=None if k is None else shards.ShardedReplay(connect, k))
+        r = check_certificate(*docs, replay=None if k is None else shards.ShardedReplay(connect, k))
     except InputError as exc:
         return "refused", str(exc)
     return r.ok, [(x.phase, x.kind, x.where, x.failures) for x in r.results]
@@ -163,7 +163,7 @@ def test_without_dask_the_options_say_to_install_the_extra(grid, tmp_path, capsy
 def test_one_process_imports_no_dask(grid, tmp_path):
     for name, data in grid.items():
         (tmp_path / name).write_bytes(data)
-    code = ("import sys; from tfcert.main import main; rc = main(['-q', 'verify', sys.argv[1]]); "
+    code = ("import sys; from tfcert.cli.main import main; rc = main(['-q', 'verify', sys.argv[1]]); "
             "assert rc == 0; assert not any(m.split('.')[0] in ('dask', 'distributed') for m in sys.modules)")
     subprocess.run([sys.executable, "-c", code, str(tmp_path)], check=True, capture_output=True)
 

@@ -19,7 +19,7 @@ from bench_scaling import QUERIES
 def run(args: list[str], env: dict) -> tuple[float, int]:
     """Seconds and peak resident MB of ``tfcert infoflow ARGS --json`` in a child process."""
     start = time.perf_counter()
-    child = subprocess.Popen([sys.executable, "-m", "tfcert.main", "infoflow", *args, "--json"],
+    child = subprocess.Popen([sys.executable, "-m", "tfcert", "infoflow", *args, "--json"],
                              stdout=subprocess.DEVNULL, env=env)
     _, status, usage = os.wait4(child.pid, 0)
     if status != 0:
