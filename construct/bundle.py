@@ -66,7 +66,9 @@ def build(dataset: str | Path | Document, attention: str = "hardmax", width: int
     report = Report(report.results + _float_results(Context(construction.model, data, value), analyses),
                     report.warnings)
     if not report.ok:
-        raise AssertionError("the construction's own certificate does not verify")  # a bug
+        failed = next(r for r in report.results if not r.ok)  # a bug: say where
+        raise AssertionError(f"the construction's own certificate does not verify: {failed.where}: "
+                             f"{failed.kind}: {failed.failures[0]}")
     files = {"dataset.json": dataset_doc.raw, "model.json": model, "certificate.json": dumps(value)}
     return Bundle(data, construction, files, report)
 

@@ -16,6 +16,21 @@ REPO = Path(__file__).resolve().parent.parent
 pytest_plugins = ["pytester"]  # the pytest plugin's own tests run pytest in-process
 
 
+@pytest.fixture(autouse=True)
+def _checker_limits():
+    """The checker's limits as each test found them: ``main([... "--limit", ...])`` sets the
+    process-wide LIMITS (a command runs once per process), and a test calling the library
+    afterwards must not inherit a test's bits=8."""
+    from dataclasses import fields
+
+    from tfcert.verify.numbers import LIMITS
+
+    saved = {f.name: getattr(LIMITS, f.name) for f in fields(LIMITS)}
+    yield
+    for name, value in saved.items():
+        setattr(LIMITS, name, value)
+
+
 def dataset_json(d: int, pairs: list[tuple[list, list]]) -> dict:
     return {"format": "tfcert.dataset/1", "d": d,
             "pairs": [{"input": [[str(v) for v in t] for t in X], "output": [[str(v) for v in t] for t in Y]}

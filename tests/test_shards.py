@@ -157,7 +157,7 @@ def test_without_dask_the_options_say_to_install_the_extra(grid, tmp_path, capsy
     for option in (["--shards", "2"], ["--scheduler", "tcp://127.0.0.1:8786"]):
         rc, out, err = run(["verify", tmp_path, *option], capsys)
         assert (rc, out) == (2, "") and err.count("\n") == 1
-        assert err.startswith("error: ") and "pip install 'tfcert[distributed]'" in err
+        assert err.startswith("error: ") and "pip install 'dask[distributed]'" in err
 
 
 def test_one_process_imports_no_dask(grid, tmp_path):

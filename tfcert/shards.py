@@ -11,7 +11,7 @@ partition the dataset and were computed from the same file bytes.
 
 The kernel (verify/) knows nothing of this module: ``check_certificate(..., replay=…)``
 takes ``ShardedReplay`` in place of its single replay. Dask is imported only
-when a cluster is asked for (``pip install 'tfcert[distributed]'``).
+when a cluster is asked for (``pip install 'dask[distributed]'``).
 """
 from __future__ import annotations
 
@@ -35,7 +35,7 @@ from tfcert.verify.formats import Dataset, obj, parse_document, read_dataset, re
 from tfcert.verify.numbers import LIMITS, dot, show, unit
 from tfcert.verify.regions import lands_on, ramps_to, zero_outside
 
-INSTALL = "install the distributed extra: pip install 'tfcert[distributed]'"
+INSTALL = "install the distributed extra: pip install 'dask[distributed]'"
 CONNECT_TIMEOUT = 10  # seconds to reach a --scheduler before giving up
 
 

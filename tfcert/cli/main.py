@@ -339,7 +339,7 @@ def _shard_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--shards", type=int, metavar="K",
                    help="check the claims on K shards of the dataset by sequence, on a local Dask cluster of K "
                         "worker processes (with --scheduler: on that cluster); the same verdict and report "
-                        "(docs/scaling.md; pip install 'tfcert[distributed]')")
+                        "(docs/scaling.md; pip install 'dask[distributed]')")
     p.add_argument("--scheduler", metavar="ADDRESS",
                    help="run the shards on the existing Dask cluster whose scheduler is at ADDRESS "
                         "(tcp://HOST:PORT); one shard per worker unless --shards K")
