@@ -50,7 +50,7 @@ def test_min_heads_json_and_text(capsys):
 @pytest.mark.slow
 def test_table_text_and_json(capsys, monkeypatch):
     import functools
-    from tfcert.infoflow import cli
+    from tfcert.cli import infoflow as cli
     # the table is computed once; both renderings are checked against it
     monkeypatch.setattr(cli, "predictions_table", functools.lru_cache(cli.predictions_table))
     rc, out, _ = run(capsys, "table", "--json")
