@@ -515,3 +515,25 @@ def test_zero_matrix_not_stored_as_zero_is_refused_not_a_crash(which):
     model, dataset = make(2, [blk], [[(1, 0), (0, 1)]])
     (fb,) = audit(model, dataset, floats=("binary64",)).floats
     assert fb.failure is not None and f"{which} is the zero matrix but not stored as 0" in fb.failure
+
+
+# 17. A temperature that rounds to 0 in the format (2^-30 in binary16), with
+#     ρ = 1 and V = 0 as stored and scores that are all 0: the float run's
+#     s/τ̂ = 0/0 is NaN, so are the weights, and V m = 0·NaN = NaN. The fast
+#     analysis's div returned 0 for 0/0 without dividing, passed the range
+#     check of s/τ̂ and proved the bound 0; the rational analysis refuses.
+# fixed: "div(0, 0) returned 0: a temperature rounding to 0 passed"
+@pytest.mark.parametrize("fmt,tau,A", [("binary16", P(-30), lr(0)), ("binary64", P(-1100), lr(0)),
+                                       ("binary16", P(-30), lr(1))])
+def test_temperature_rounding_to_zero_is_refused(fmt, tau, A):
+    m = {"format": "tfcert.model/1", "d": 2, "attention": "softmax", "temperature": s(tau),
+         "blocks": [block(2, A=A)]}
+    ds = {"format": "tfcert.dataset/1", "d": 2, "pairs": [{"input": [["0", "0"]], "output": [["0", "0"]]}]}
+    model, dataset = read_model(parse_document("m", dumps(m))), read_dataset(parse_document("d", dumps(ds)))
+    assert round_nearest(model.temperature, FORMATS[fmt]) == 0
+    (fb,) = audit(model, dataset, floats=(fmt,)).floats
+    with np.errstate(all="ignore"):
+        z = np.float64(0.0) / np.float64(0.0)                 # s/τ̂ = 0/0
+        out = 1.0 * 0.0 + 0.0 * (np.exp(z - z) / np.exp(z - z))  # x + V m with V = 0
+    assert not np.isfinite(out)
+    assert fb.failure is not None, f"the float run gives {out}, certified bound {fb.bound}"

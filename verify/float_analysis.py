@@ -85,8 +85,10 @@ def mul(a: float, b: float) -> float:
 
 
 def div(a: float, b: float) -> float:
-    """An upper bound on a/b for b > 0."""
-    return up(a / b) if a else 0.0
+    """An upper bound on a/b for b > 0; ZeroDivisionError for b = 0 even when
+    a = 0, as in rationals (a temperature that rounds to 0: 0/0 is NaN in floats)."""
+    q = a / b
+    return up(q) if a else q
 
 
 def dot(a, b) -> float:
