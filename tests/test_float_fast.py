@@ -7,6 +7,8 @@ right) and within a factor 2 (it is not loose), failing where it fails."""
 from __future__ import annotations
 
 import tempfile
+from fractions import Fraction
+from math import inf
 from pathlib import Path
 
 import pytest
@@ -15,9 +17,11 @@ from conftest import REPO, datasets, write_json
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from flint import fmpq
+
 from tfcert.construct.bundle import build
 from tfcert.verify.evaluate import Replay
-from tfcert.verify.float_analysis import Analysis
+from tfcert.verify.float_analysis import Analysis, add, div, fdown, fup, mul, rational, sub_down
 from tfcert.verify.floats import FORMATS
 from tfcert.verify.formats import load_document, read_dataset, read_model
 
@@ -76,3 +80,44 @@ def test_the_fast_bound_lies_between_the_exact_one_and_twice_it(ds, attention, f
     inputs = [p.input for p in bundle.dataset.pairs]
     fast, exact = bounds(model, inputs, fmt)
     assert_close(fast, exact, (attention, fmt))
+
+
+def _q(x) -> fmpq:
+    return fmpq(int(x.numerator), int(x.denominator))
+
+
+EXTREME = st.builds(lambda m, k: Fraction(m) * Fraction(2) ** k, st.integers(-2 ** 60, 2 ** 60), st.integers(-1200, 1100))
+RATIONALS = st.one_of(st.fractions(), EXTREME, st.builds(lambda a, b: a / b, EXTREME, st.integers(1, 10 ** 6)))
+
+
+@settings(max_examples=300, deadline=None)
+@given(RATIONALS)
+def test_rationals_enter_outward_even_beyond_the_range(q):
+    """fup(q) ≥ q ≥ fdown(q), finite where q is a negative (positive) number past
+    the largest: −inf is no upper bound (inf no lower bound) on a finite q."""
+    q = _q(q)
+    hi, lo = fup(q), fdown(q)
+    assert hi == inf or rational(hi) >= q
+    assert lo == -inf or rational(lo) <= q
+    assert hi != -inf and lo != inf
+
+
+FINITE = st.floats(allow_nan=False, allow_infinity=False)
+NONNEG = st.floats(min_value=0, allow_nan=False, allow_infinity=False)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(FINITE, max_size=6), NONNEG, NONNEG, st.floats(min_value=5e-324, allow_nan=False, allow_infinity=False))
+def test_the_upward_operations_lie_above_the_exact_results(terms, a, b, c):
+    exact = sum((rational(t) for t in terms), fmpq(0))
+    try:
+        total = add(*terms)
+    except OverflowError:
+        total = inf
+    assert total == inf or rational(total) >= exact
+    assert (total == 0) == (exact == 0)
+    for got, want in ((mul(a, b), rational(a) * rational(b)), (div(a, c), rational(a) / rational(c))):
+        assert got == inf or rational(got) >= want
+        assert (got == 0) == (want == 0)
+    low = sub_down(a, b)
+    assert low == -inf or rational(low) <= rational(a) - rational(b)

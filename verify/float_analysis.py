@@ -50,6 +50,7 @@ from bisect import bisect_right
 from dataclasses import dataclass
 from functools import lru_cache
 from math import fsum, inf, nextafter
+from sys import float_info
 
 from flint import arb, ctx, fmpq
 
@@ -97,14 +98,15 @@ def dot(a, b) -> float:
 
 
 def fup(q: fmpq) -> float:
-    """The least binary64 number ≥ q, or one above it (inf beyond the range)."""
+    """The least binary64 number ≥ q, or one above it (beyond the range: inf
+    above, minus the largest number below, never −inf, which lies below q)."""
     if not q:
         return 0.0
     num, den = int(q.p), int(q.q)
     try:
         f = num / den  # correctly rounded
     except OverflowError:
-        return inf if q > 0 else -inf
+        return inf if q > 0 else -float_info.max
     exact = not den & (den - 1) and f not in (0.0, inf, -inf) and rational(f) == q  # only a dyadic can be exact
     return f if exact else up(f)
 
