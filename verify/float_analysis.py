@@ -375,8 +375,11 @@ class Analysis:
             self.failure = f"{where}: not checked: {exc}"
 
     def finish(self) -> None:
+        worst = max((max(e, default=0.0) for e in self.err), default=0.0)
+        if self.failure is None and worst == inf:  # no range check let one through; never a bound of inf
+            self.failure = "the final error bound is not finite"
         if self.failure is None:
-            self.bound = rational(max((max(e, default=0.0) for e in self.err), default=0.0))
+            self.bound = rational(worst)
 
     # ---- feed-forward
 
