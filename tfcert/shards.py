@@ -28,12 +28,10 @@ from tfcert.verify import regions
 from tfcert.verify.check import Result, _parse_claims, replay_claims
 from tfcert.verify.claims import Context, argmax, clusters, exact, hat, separation, snap, stated, tau_star
 from tfcert.verify.claims import float as float_claim
-from tfcert.verify.enclose import coordinate_range, is_point
 from tfcert.verify.errors import InputError
 from tfcert.verify.floats import FORMATS
 from tfcert.verify.formats import Dataset, obj, parse_document, read_dataset, read_model
-from tfcert.verify.numbers import LIMITS, dot, show, unit
-from tfcert.verify.regions import lands_on, ramps_to, zero_outside
+from tfcert.verify.numbers import LIMITS, dot, show
 
 INSTALL = "install the distributed extra: pip install 'dask[distributed]'"
 CONNECT_TIMEOUT = 10  # seconds to reach a --scheduler before giving up
@@ -115,72 +113,16 @@ def _separation(claim, ctx: Context, step, full: Context):
     return Part(sorted(dot(claim.direction, x) for x in step.flat_after))
 
 
-def _hat_static(claim, ctx: Context) -> list[str] | None:
-    """The hat's checks of the claim and model alone that end its check early."""
-    ff = ctx.model.blocks[claim.block].ff
-    if any(ff.U[j] != ff.U[claim.units[0]] for j in claim.units):
-        return ["the group's U rows differ: not a hat on one direction"]
-    if not claim.lo < claim.hi:
-        return [f"empty window ({show(claim.lo)}, {show(claim.hi)})"]
-    if not claim.moves:
-        return ["moves is empty: a hat moves at least one token, on which its `to` is checked"]
-    return None
-
-
 def _hat(claim, ctx: Context, step, full: Context):
-    if _hat_static(claim, ctx) is not None:
-        return Part(None)
-    ff = ctx.model.blocks[claim.block].ff
-    ranked = step.projections(ff.U[claim.units[0]])
-    inside = {ctx.ref(g) for g in ranked.inside(claim.lo, claim.hi)}
-    tokens = []
-    for j, i in sorted(claim.moves & inside):
-        if hat.group(ff, claim.units, step.flat_before[ctx.flat(j, i)]) != claim.to:
-            tokens.append(((j, i), f"token [{j}, {i}]: the named units do not move it to the stated target"))
-        landed = step.flat_after[ctx.flat(j, i)]
-        if landed != claim.to:
-            tokens.append(((j, i), f"token [{j}, {i}]: lands at {[show(v) for v in landed]}, "
-                                   f"not at the stated target"))
-    return Part((inside, *ranked.outside(claim.lo, claim.hi), tokens))
-
-
-def _snap_static(claim, ctx: Context) -> list[str] | None:
-    ff, k = ctx.model.blocks[claim.block].ff, claim.coordinate
-    if any(ff.U[j] != unit(ctx.model.d, k) for j in claim.units):
-        return [f"the group's U rows are not e_{k + 1}: not a snap on coordinate {k + 1}"]
-    if not 0 < claim.radius < claim.reach:
-        return [f"need 0 < radius < reach, got radius {show(claim.radius)}, reach {show(claim.reach)}"]
-    return None
+    """hat.tokens on the shard's tokens (None: the claim ends before its tokens)."""
+    early = hat.static(claim, ctx.model.blocks[claim.block].ff)
+    return Part(None if early is not None else hat.tokens(claim, ctx, step))
 
 
 def _snap(claim, ctx: Context, step, full: Context):
-    """As snap.check on the shard's tokens; plateau failures keyed both ways
-    the kernel may order them (by projection on exact steps, else by token)."""
-    if _snap_static(claim, ctx) is not None:
-        return Part(None)
-    k = claim.coordinate
-    lo, hi = claim.center - claim.reach, claim.center + claim.reach
-    candidates = step.projections(unit(ctx.model.d, k)).inside(lo, hi) if step.exact \
-        else range(len(step.flat_before))
-    inside, plateau, landed = set(), [], []
-    for g in candidates:
-        x = step.flat_before[g]
-        a, b = coordinate_range(x, k)
-        if b > lo and a < hi:
-            inside.add(ctx.ref(g))
-            if ctx.ref(g) not in claim.moves:
-                continue
-            on_axis = all(not x[i] if is_point(x) else coordinate_range(x, i) == (0, 0)
-                          for i in range(ctx.model.d) if i != k)
-            if not (on_axis and claim.center - claim.radius <= a and b <= claim.center + claim.radius):
-                plateau.append(((a, *ctx.ref(g)), ctx.ref(g), f"token {list(ctx.ref(g))}: enclosure "
-                                f"[{show(a)}, {show(b)}] on coordinate {k + 1} is not on the axis "
-                                f"inside the plateau"))
-    for j, i in sorted(claim.moves & inside):
-        x = step.flat_after[ctx.flat(j, i)]
-        if not is_point(x) or x != claim.to:
-            landed.append(((j, i), f"token [{j}, {i}]: does not land exactly on the stated target"))
-    return Part((step.exact, inside, plateau, landed))
+    """snap.tokens on the shard's tokens (None: the claim ends before its tokens)."""
+    early = snap.static(claim, ctx.model.blocks[claim.block].ff, ctx.model.d)
+    return Part(None if early is not None else snap.tokens(claim, ctx, step))
 
 
 def _tau_star(claim, ctx: Context, step, full: Context):
@@ -300,49 +242,26 @@ def _merge_separation(item, ctx: Context, parts: list) -> list[str]:
 
 
 def _merge_hat(item, ctx: Context, parts: list) -> list[str]:
-    claim = item.claim
-    early = _hat_static(claim, ctx)
+    """hat.verdict on the union of the shards' tokens: the nearest projections
+    outside the window are the nearest of the shards'."""
+    claim, ff = item.claim, ctx.model.blocks[item.claim.block].ff
+    early = hat.static(claim, ff)
     if early is not None:
         return early
-    ff = ctx.model.blocks[claim.block].ff
-    failures = []
-    problem = (zero_outside(ff, claim.units, claim.lo, claim.hi) if claim.above is None
-               else ramps_to(ff, claim.units, claim.lo, claim.hi, claim.above))
-    if problem:
-        failures.append(problem)
     inside = set().union(*(p[0] for p in parts))
     below = max((p[1] for p in parts if p[1] is not None), default=None)
     above = min((p[2] for p in parts if p[2] is not None), default=None)
-    outside = ([claim.lo - below] if below is not None else []) + ([above - claim.hi] if above is not None else [])
-    margin = min(outside) if outside else None
-    if inside != claim.moves:
-        failures.append(stated("moves", sorted(claim.moves), sorted(inside)))
-    if margin != claim.margin:
-        failures.append(stated("margin", claim.margin, margin))
-    return failures + [m for _, m in sorted((t for p in parts for t in p[3]), key=lambda t: t[0])]
+    return hat.verdict(claim, ff, inside, below, above, [t for p in parts for t in p[3]])
 
 
 def _merge_snap(item, ctx: Context, parts: list) -> list[str]:
-    claim = item.claim
-    early = _snap_static(claim, ctx)
+    """snap.verdict on the union of the shards' tokens; the whole step is exact iff every shard's is."""
+    claim, ff = item.claim, ctx.model.blocks[item.claim.block].ff
+    early = snap.static(claim, ff, ctx.model.d)
     if early is not None:
         return early
-    ff, k = ctx.model.blocks[claim.block].ff, claim.coordinate
-    failures = []
-    actual = sorted(-ff.b[j] for j in claim.units)
-    if actual != claim.breakpoints:
-        failures.append(stated("breakpoints", [str(v) for v in claim.breakpoints], [str(v) for v in actual]))
-    for problem in (lands_on(ff, claim.units, k, claim.center, claim.radius, claim.to),
-                    zero_outside(ff, claim.units, claim.center - claim.reach, claim.center + claim.reach)):
-        if problem:
-            failures.append(problem)
-    by_projection = all(p[0] for p in parts)  # the whole step is exact iff every shard's is
-    plateau = sorted((t for p in parts for t in p[2]), key=lambda t: t[0] if by_projection else t[1])
-    failures += [m for *_, m in plateau]
-    inside = set().union(*(p[1] for p in parts))
-    if inside != claim.moves:
-        failures.append(stated("moves", sorted(claim.moves), sorted(inside)))
-    return failures + [m for _, m in sorted((t for p in parts for t in p[3]), key=lambda t: t[0])]
+    return snap.verdict(claim, ff, all(p[0] for p in parts), set().union(*(p[1] for p in parts)),
+                        [t for p in parts for t in p[2]], [t for p in parts for t in p[3]])
 
 
 def _merge_sequences(item, ctx: Context, parts: list) -> list[str]:

@@ -65,33 +65,52 @@ def group(ff: FF, units: tuple[int, ...], x: Vec) -> Vec:
     return out
 
 
-def check(claim: Claim, ctx: Context, step) -> list[str]:
-    ff = ctx.model.blocks[claim.block].ff
-    w = ff.U[claim.units[0]]
-    if any(ff.U[j] != w for j in claim.units):
+def static(claim: Claim, ff) -> list[str] | None:
+    """The checks of the claim and the model alone that end the check early."""
+    if any(ff.U[j] != ff.U[claim.units[0]] for j in claim.units):
         return ["the group's U rows differ: not a hat on one direction"]
     if not claim.lo < claim.hi:
         return [f"empty window ({show(claim.lo)}, {show(claim.hi)})"]
     if not claim.moves:
         return ["moves is empty: a hat moves at least one token, on which its `to` is checked"]
+    return None
+
+
+def tokens(claim: Claim, ctx: Context, step) -> tuple:
+    """What the claim says of the tokens of ``step``: those strictly inside
+    the window, the nearest projections outside it on each side (None where
+    none is), and the failures of the moved tokens as ([sequence, token], message)."""
+    ff = ctx.model.blocks[claim.block].ff
+    ranked = step.projections(ff.U[claim.units[0]])
+    inside = {ctx.ref(g) for g in ranked.inside(claim.lo, claim.hi)}
+    moved = []
+    for j, i in sorted(claim.moves & inside):
+        if group(ff, claim.units, step.flat_before[ctx.flat(j, i)]) != claim.to:
+            moved.append(((j, i), f"token [{j}, {i}]: the named units do not move it to the stated target"))
+        landed = step.flat_after[ctx.flat(j, i)]
+        if landed != claim.to:
+            moved.append(((j, i), f"token [{j}, {i}]: lands at {[show(v) for v in landed]}, not at the stated target"))
+    return (inside, *ranked.outside(claim.lo, claim.hi), moved)
+
+
+def verdict(claim: Claim, ff, inside: set, below, above, moved: list) -> list[str]:
+    """The failures, from the region query and what ``tokens`` found (of all
+    the tokens: tfcert/shards.py merges the shards' into one)."""
     failures = []
     problem = (zero_outside(ff, claim.units, claim.lo, claim.hi) if claim.above is None
                else ramps_to(ff, claim.units, claim.lo, claim.hi, claim.above))
     if problem:
         failures.append(problem)
-    ranked = step.projections(w)
-    inside = {ctx.ref(g) for g in ranked.inside(claim.lo, claim.hi)}
-    below, above = ranked.outside(claim.lo, claim.hi)
     outside = ([claim.lo - below] if below is not None else []) + ([above - claim.hi] if above is not None else [])
     margin = min(outside) if outside else None
     if inside != claim.moves:
         failures.append(stated("moves", sorted(claim.moves), sorted(inside)))
     if margin != claim.margin:
         failures.append(stated("margin", claim.margin, margin))
-    for j, i in sorted(claim.moves & inside):
-        if group(ff, claim.units, step.flat_before[ctx.flat(j, i)]) != claim.to:
-            failures.append(f"token [{j}, {i}]: the named units do not move it to the stated target")
-        landed = step.flat_after[ctx.flat(j, i)]
-        if landed != claim.to:
-            failures.append(f"token [{j}, {i}]: lands at {[show(v) for v in landed]}, not at the stated target")
-    return failures
+    return failures + [m for _, m in sorted(moved, key=lambda t: t[0])]
+
+
+def check(claim: Claim, ctx: Context, step) -> list[str]:
+    ff = ctx.model.blocks[claim.block].ff
+    early = static(claim, ff)
+    return early if early is not None else verdict(claim, ff, *tokens(claim, ctx, step))

@@ -59,28 +59,29 @@ def parse(raw: dict, where: str, ctx: Context) -> Claim:
                  vector(raw.get("to"), ctx.model.d, f"{where}.to"))
 
 
-def check(claim: Claim, ctx: Context, step) -> list[str]:
-    ff = ctx.model.blocks[claim.block].ff
+def static(claim: Claim, ff, d: int) -> list[str] | None:
+    """The checks of the claim and the model alone that end the check early."""
     k = claim.coordinate
-    axis = unit(ctx.model.d, k)
-    if any(ff.U[j] != axis for j in claim.units):
+    if any(ff.U[j] != unit(d, k) for j in claim.units):
         return [f"the group's U rows are not e_{k + 1}: not a snap on coordinate {k + 1}"]
     if not 0 < claim.radius < claim.reach:
         return [f"need 0 < radius < reach, got radius {show(claim.radius)}, reach {show(claim.reach)}"]
-    failures = []
-    actual = sorted(-ff.b[j] for j in claim.units)
-    if actual != claim.breakpoints:
-        failures.append(stated("breakpoints", [str(v) for v in claim.breakpoints], [str(v) for v in actual]))
-    for problem in (lands_on(ff, claim.units, k, claim.center, claim.radius, claim.to),
-                    zero_outside(ff, claim.units, claim.center - claim.reach, claim.center + claim.reach)):
-        if problem:
-            failures.append(problem)
+    return None
+
+
+def tokens(claim: Claim, ctx: Context, step) -> tuple:
+    """What the claim says of the tokens of ``step``: whether they are exact
+    points (then ordered by their coordinate, else by token), the tokens whose
+    enclosure meets the reach, the plateau failures as ((coordinate, sequence,
+    token), [sequence, token], message) and the landing failures as
+    ([sequence, token], message)."""
+    k = claim.coordinate
     lo, hi = claim.center - claim.reach, claim.center + claim.reach
     if step.exact:  # points: the tokens with lo < x_k < hi, by binary search on the sorted coordinate
-        candidates = step.projections(axis).inside(lo, hi)
+        candidates = step.projections(unit(ctx.model.d, k)).inside(lo, hi)
     else:
         candidates = range(len(step.flat_before))
-    inside = set()
+    inside, plateau, landed = set(), [], []
     for g in candidates:
         x = step.flat_before[g]
         a, b = coordinate_range(x, k)
@@ -91,12 +92,35 @@ def check(claim: Claim, ctx: Context, step) -> list[str]:
             on_axis = all(not x[i] if is_point(x) else coordinate_range(x, i) == (0, 0)
                           for i in range(ctx.model.d) if i != k)
             if not (on_axis and claim.center - claim.radius <= a and b <= claim.center + claim.radius):
-                failures.append(f"token {list(ctx.ref(g))}: enclosure [{show(a)}, {show(b)}] on coordinate {k + 1} "
-                                f"is not on the axis inside the plateau")
+                plateau.append(((a, *ctx.ref(g)), ctx.ref(g), f"token {list(ctx.ref(g))}: enclosure "
+                                f"[{show(a)}, {show(b)}] on coordinate {k + 1} is not on the axis "
+                                f"inside the plateau"))
+    for j, i in sorted(claim.moves & inside):
+        x = step.flat_after[ctx.flat(j, i)]
+        if not is_point(x) or x != claim.to:
+            landed.append(((j, i), f"token [{j}, {i}]: does not land exactly on the stated target"))
+    return step.exact, inside, plateau, landed
+
+
+def verdict(claim: Claim, ff, exact: bool, inside: set, plateau: list, landed: list) -> list[str]:
+    """The failures, from the region queries and what ``tokens`` found (of
+    all the tokens: tfcert/shards.py merges the shards' into one)."""
+    k = claim.coordinate
+    failures = []
+    actual = sorted(-ff.b[j] for j in claim.units)
+    if actual != claim.breakpoints:
+        failures.append(stated("breakpoints", [str(v) for v in claim.breakpoints], [str(v) for v in actual]))
+    for problem in (lands_on(ff, claim.units, k, claim.center, claim.radius, claim.to),
+                    zero_outside(ff, claim.units, claim.center - claim.reach, claim.center + claim.reach)):
+        if problem:
+            failures.append(problem)
+    failures += [m for *_, m in sorted(plateau, key=lambda t: t[0] if exact else t[1])]
     if inside != claim.moves:
         failures.append(stated("moves", sorted(claim.moves), sorted(inside)))
-    for j, i in sorted(claim.moves & inside):
-        landed = step.flat_after[ctx.flat(j, i)]
-        if not is_point(landed) or landed != claim.to:
-            failures.append(f"token [{j}, {i}]: does not land exactly on the stated target")
-    return failures
+    return failures + [m for _, m in sorted(landed, key=lambda t: t[0])]
+
+
+def check(claim: Claim, ctx: Context, step) -> list[str]:
+    ff = ctx.model.blocks[claim.block].ff
+    early = static(claim, ff, ctx.model.d)
+    return early if early is not None else verdict(claim, ff, *tokens(claim, ctx, step))
