@@ -183,13 +183,7 @@ def _predict(args: argparse.Namespace) -> int:
               f"cost O(eps^-({w.exponent}))")
     print("efficient  " + ("yes (a derivation's exponent is bounded in T)" if p.efficient
                            else "no (every derivation's exponent grows with T)"))
-    for q in p.proofs:
-        print(f"proof      {q.claim} (SMT-LIB2 query, unsat; --json or --witness to get it)")
-    if args.witness:
-        print(f"witness    {args.witness} (check it: tfcert infoflow check {args.witness})")
-    if w is not None:
-        print("\n" + _witness_text(w))
-    return 0
+    return _proofs_and_witness(args, p.proofs, w)
 
 
 def _min_heads_json(m: MinHeads) -> dict:
