@@ -121,3 +121,14 @@ def test_the_upward_operations_lie_above_the_exact_results(terms, a, b, c):
         assert (got == 0) == (want == 0)
     low = sub_down(a, b)
     assert low == -inf or rational(low) <= rational(a) - rational(b)
+
+
+if __name__ == "__main__":  # python tests/test_float_fast.py: the ratios docs/results/float-fast-ratio.txt holds
+    for name in BUNDLES:
+        folder = REPO / "certificates" / name
+        model = read_model(load_document(folder / "model.json"))
+        inputs = [p.input for p in read_dataset(load_document(folder / "dataset.json")).pairs]
+        for fmt in sorted(FORMATS):
+            (bound, _), (ref_bound, _) = bounds(model, inputs, fmt)
+            ratio = "no bound" if bound is None else f"fast/exact - 1 = {float((bound - ref_bound) / ref_bound):.1e}"
+            print(f"{name:20s} {fmt:9s} {ratio}")
