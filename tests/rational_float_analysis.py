@@ -411,7 +411,7 @@ class Analysis:
                 means = [self._uniform(mags, errs)] * len(seq)
             elif softmax:
                 sa = self.model.blocks[step.block].sa
-                means = self._softmax(seq, mags, errs, A, sa)
+                means = self._softmax(seq, mags, errs, A, sa, j)
             elif step.attention is None:  # the replay took A (or V, with ρ = 1) as the zero matrix it is
                 raise Failed(f"{'A' if step.uniform else 'V'} is the zero matrix but not stored as 0: "
                              f"its float products need not be exact zeros")
@@ -492,69 +492,91 @@ class Analysis:
             out.append((errs[a], mags[a]))  # one argmax: copied exactly
         return out
 
-    def _softmax(self, seq, mags, errs, A: Matrix, sa: SA) -> list:
-        """Per token (error, magnitude) of the attention mean. Around the exact
-        mean: every weight within a factor e^{±2Δ} (Δ the error of the scaled
-        scores) up to rounding; also centred on an argmax token, so that the
-        weights' errors scale the tokens' distances from it, not their
-        magnitudes. With a unique exact argmax a, tighter: the other weights
-        stay tiny in the float run too, so the float mean lies near x_a, and
-        its distance to the exact mean is bounded around x_a."""
+    def _softmax(self, seq, mags, errs, A: Matrix, sa: SA, j: int) -> list:
+        """Per token (error, magnitude) of the attention mean, the weights
+        taken relative to an exact argmax a (verify/float_analysis.py says
+        why): ω_l bounds the error of the float z_l − z_a, the pair's own
+        bound where a weight matters, the sequence's elsewhere."""
         if not all(is_point(x) for x in seq):
             raise Failed("softmax attention over enclosures (a second scored layer) is not analysed")
         table = Scores(sa.A, list(seq))
         fmt, n, d = self.fmt, len(seq), self.d
+        u = fmt.unit
         tau = self.model.temperature
         tau_hat = round_nearest(tau, fmt)
         inv_err = abs(1 / tau_hat - 1 / tau)
-        M, E = self._seq_max(mags), self._seq_max(errs)
         g = fmt.gamma(n + 2)
-        ulp4 = 2 * EXP_ULPS * fmt.unit
-        norm = (1 + fmt.unit) / ((1 - ulp4) * (1 - g))
-        floor = 2 * (n + 1) * fmt.tiny
-        score_error = self._score_error(A, M, E)
+        ulp4 = 2 * EXP_ULPS * u
+        norm = (1 + u) / ((1 - ulp4) * (1 - g))
+        floor = (2 * n + 4) * fmt.tiny
+        zero = [ZERO] * d
+        any_error = self._score_error(A, self._seq_max(mags), self._seq_max(errs))
+        rounding: dict = {}
         out = []
         for i, (x, e) in enumerate(zip(seq, errs)):
             s = [ZERO] * n if A.literal_zero else table.row(i)
-            ds = ZERO if A.literal_zero else up(score_error(mags[i], e, [abs(v) for v in x]))
+            xa = [abs(v) for v in x]
             smax = max(s)
+            a = s.index(smax)
+            x_a, m_a, e_a = seq[a], mags[a], errs[a]
+            dist = [[abs(v - w_) for v, w_ in zip(xl, x_a)] for xl in seq]
+            ds = ZERO if A.literal_zero else up(any_error(mags[i], e, xa))
             big = max(abs(v) for v in s)
-            self._check_range((big + ds) / tau_hat, "a scaled attention score")
-            err_t = up(ds / tau_hat + big * inv_err + 2 * fmt.unit * (big + ds) / tau_hat + fmt.tiny)
-            delta = up(2 * err_t + fmt.unit * (max((smax - v) / tau for v in s) + 2 * err_t))
+            scaled = (big + ds) / tau_hat
+            self._check_range(scaled, "a scaled attention score")
+            worst = up(ds / tau_hat + big * inv_err + 2 * u * scaled + fmt.tiny)
+            omega = [up(2 * worst + u * ((smax - v) / tau + 4 * worst)) for v in s]
+            omega[a] = ZERO
             with ctx.workprec(PREC):
-                kappa = bounds((2 * arb(delta)).exp() * arb(norm * (1 + ulp4)) - 1)[1]
-                w = [min(fmpq(1), bounds(arb((v - smax) / tau).exp())[1]) for v in s]
-                # exp errs by EXP_ULPS ulps: relative, or that many subnormal spacings where its value is subnormal
-                w_hat = [((1 + ulp4) * bounds(arb((v - smax) / tau + delta).exp())[1] + EXP_ULPS * fmt.tiny) * norm
-                         for v in s]
-            em = [up(sum(((kappa * wl + floor) * mg[c] + wl * er[c] + g * ((1 + kappa) * wl + floor) * mg[c]
-                          for wl, mg, er in zip(w, mags, errs)), ZERO) + n * fmt.tiny) for c in range(d)]
-            # centred on an argmax token x_a: Σ p̂_l x̂_l − Σ p_l x_l = Σ (p̂_l − p_l)(x̂_l − x_a) + x_a (Σ p̂ − 1)
-            # + Σ p_l (x̂_l − x_l), with |Σ p̂ − 1| ≤ 2γ: the weights' errors scale the tokens' distances
-            # from x_a, not their magnitudes (a collapse's codes are large, their spread small)
-            top = [l for l, v in enumerate(s) if v == smax]
-            a = top[0]
-            x_a, m_a = seq[a], mags[a]
-            em = [min(em[c], up(sum(((kappa * wl + floor) * (abs(xl[c] - x_a[c]) + er[c]) + wl * er[c]
-                                     + g * ((1 + kappa) * wl + floor) * mg[c]
-                                     for wl, xl, mg, er in zip(w, seq, mags, errs)), ZERO)
-                                 + (2 * g + g * g) * m_a[c] + n * fmt.tiny)) for c in range(d)]
-            mm = [up(sum((((1 + kappa) * wl + floor) * mg[c] for wl, mg in zip(w, mags)), ZERO)) for c in range(d)]
-            if len(top) == 1:
-                others = [(wh, mg, l) for l, (wh, mg) in enumerate(zip(w_hat, mags)) if l != a]
-                sum_error = g + n * fmt.tiny  # |Σ p̂ − 1|: γ, and each weight's rounding where it is subnormal
+                w = [arb((v - smax) / tau).exp() for v in s]
+                total = sum(w, arb(0))
+                zeta_any = arb(max(omega)).exp() / (1 - ulp4) - 1
+            heavy = [l for l in range(n) if l != a and not A.literal_zero and w[l] * zeta_any > 2 ** -30]
+            if heavy:
+                dq = [p + q for p, q in zip(A.apply_delta(mags[i]), A.apply_abs(e))]
+                ax = A.apply_abs(xa)
+                for l in {a, *heavy} - rounding.keys():
+                    rounding[l] = self._score_error(A, mags[l], zero)
+                rho_a = rounding[a](mags[i], zero, xa)
+            for l in heavy:
+                both = [p + q for p, q in zip(errs[l], e_a)]
+                diff = dot(dq, [p + q for p, q in zip(dist[l], both)]) + dot(ax, both) + rounding[l](mags[i], zero, xa) + rho_a
+                pair = up(diff / tau_hat + abs(s[l] - smax) * inv_err + 4 * u * scaled + 2 * fmt.tiny
+                          + u * ((smax - s[l]) / tau + 4 * worst))
+                omega[l] = min(omega[l], pair)
+            with ctx.workprec(PREC):
+                p = [wl / total for wl in w]
+                zeta = [arb(v).exp() / (1 - ulp4) - 1 for v in omega]
+                H = bounds(sum((pl * zl for pl, zl in zip(p, zeta)), arb(0)))[1]
+                kappa = [None if H >= 1 else bounds((1 + zl) * arb((1 + u) / (1 - g)) / (1 - arb(H)) - 1)[1]
+                         for zl in zeta]
+                w_hat = [((1 + ulp4) * bounds(wl * arb(v).exp())[1] + EXP_ULPS * fmt.tiny) * norm
+                         for wl, v in zip(w, omega)]
+                pu = [min(fmpq(1), bounds(pl)[1]) for pl in p]
+            em = [None] * d
+            if H < 1:
+                lo_w = [k * pl + floor for k, pl in zip(kappa, pu)]
+                hi_w = [(1 + k) * pl + floor for k, pl in zip(kappa, pu)]
+                em = [up(sum((lw * mg[c] + pl * er[c] + g * hw * mg[c]
+                              for lw, hw, pl, mg, er in zip(lo_w, hi_w, pu, mags, errs)), ZERO) + n * fmt.tiny)
+                      for c in range(d)]
+                em = [min(em[c], up(sum((lw * (dl[c] + er[c]) + pl * er[c] + g * hw * mg[c]
+                                         for lw, hw, pl, dl, mg, er in zip(lo_w, hi_w, pu, dist, mags, errs)), ZERO)
+                                    + (2 * g + g * g) * m_a[c] + n * fmt.tiny)) for c in range(d)]
+                mm = [up(sum((hw * mg[c] for hw, mg in zip(hi_w, mags)), ZERO)) for c in range(d)]
+            else:
+                mm = [None] * d
+            if s.count(smax) == 1:
+                others = [l for l in range(n) if l != a]
+                sum_error = g + n * fmt.tiny
                 for c in range(d):
-                    # m̂ − m = (x̂_a − x_a) + x̂_a (Σ p̂ − 1) + Σ_{l≠a} [p̂_l (x̂_l − x̂_a) − p_l (x_l − x_a)] + rounding,
-                    # as m = x_a + Σ_{l≠a} p_l (x_l − x_a); with p̂_l, p_l ≤ ŵ_l each bracket is at most
-                    # ŵ_l (|x_l − x_a| + e_l + e_a), and the rounding at most γ·Σ p̂_l |x̂_l| with p̂_a ≤ 1 + γ
-                    spread = sum((wh * (abs(seq[l][c] - x_a[c]) + errs[l][c] + errs[a][c] + g * mg[c])
-                                  for wh, mg, l in others), ZERO)
-                    em[c] = min(em[c], up(errs[a][c] + (sum_error + g * (1 + g)) * mags[a][c] + spread
-                                          + n * fmt.tiny))
-                    # |m̂| ≤ (1 + γ)(|x̂_a| Σ p̂ + Σ_{l≠a} p̂_l |x̂_l − x̂_a|)
-                    mm[c] = min(mm[c], up((1 + g) * ((1 + sum_error) * mags[a][c]
-                                                     + sum((wh * (mg[c] + mags[a][c]) for wh, mg, _ in others), ZERO))))
+                    near = sum((w_hat[l] * (dist[l][c] + errs[l][c] + e_a[c] + g * mags[l][c]) for l in others), ZERO)
+                    b = up(e_a[c] + (sum_error + g * (1 + g)) * m_a[c] + near + n * fmt.tiny)
+                    em[c] = b if em[c] is None else min(em[c], b)
+                    b = up((1 + g) * ((1 + sum_error) * m_a[c] + sum((w_hat[l] * (mags[l][c] + m_a[c]) for l in others), ZERO)))
+                    mm[c] = b if mm[c] is None else min(mm[c], b)
+            if None in em or None in mm:
+                raise Failed(f"token [{j}, {i}]: the softmax weights' errors are unbounded (H = {approx(H)} ≥ 1)")
             out.append((em, mm))
         return out
 

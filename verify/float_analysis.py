@@ -541,7 +541,7 @@ class Analysis:
                 means = [self._uniform(mags, errs)] * len(seq)
             elif softmax:
                 sa = self.model.blocks[step.block].sa
-                means = self._softmax(seq, mags, errs, A, sa)
+                means = self._softmax(seq, mags, errs, A, sa, j)
             elif step.attention is None:  # the replay took A (or V, with ρ = 1) as the zero matrix it is
                 raise Failed(f"{'A' if step.uniform else 'V'} is the zero matrix but not stored as 0: "
                              f"its float products need not be exact zeros")
@@ -624,14 +624,18 @@ class Analysis:
             out.append((errs[a], mags[a]))  # one argmax: copied exactly
         return out
 
-    def _softmax(self, seq, mags, errs, A: Matrix, sa: SA) -> list:
-        """Per token (error, magnitude) of the attention mean. Around the exact
-        mean: every weight within a factor e^{±2Δ} (Δ the error of the scaled
-        scores) up to rounding; also centred on an argmax token, so that the
-        weights' errors scale the tokens' distances from it, not their
-        magnitudes. With a unique exact argmax a, tighter: the other weights
-        stay tiny in the float run too, so the float mean lies near x_a, and
-        its distance to the exact mean is bounded around x_a."""
+    def _softmax(self, seq, mags, errs, A: Matrix, sa: SA, j: int) -> list:
+        """Per token (error, magnitude) of the attention mean, the weights
+        taken relative to an exact argmax a: token l's float weight is p_l
+        times a factor in [1/(1 + ζ_l), 1 + ζ_l] over a normalisation within
+        1 ± H, ζ_l = e^{ω_l}/(1 − 4u) − 1, ω_l a bound on the error of the
+        float z_l − z_a (0 for a) and H = Σ_k p_k ζ_k. Where a weight matters
+        ω_l is the pair's own bound, which the query's error enters through
+        the distance |x_l − x_a| only (the scores of the near competitors
+        move together); elsewhere the sequence's. Around the exact mean; also
+        centred on x_a, so that the weights' errors scale the tokens'
+        distances from x_a, not their magnitudes; and with a unique exact
+        argmax around x_a directly, the other float weights staying tiny."""
         if not all(is_point(x) for x in seq):
             raise Failed("softmax attention over enclosures (a second scored layer) is not analysed")
         table = Scores(sa.A, list(seq))
@@ -640,51 +644,71 @@ class Analysis:
         tau_hat = round_nearest(tau, fmt)
         tau_f = fdown(tau_hat)  # a number of the format: exact
         inv_err = fup(abs(1 / tau_hat - 1 / tau))
-        M, E = self._seq_max(mags), self._seq_max(errs)
-        gq = fmt.gamma(n + 2)
-        g = fup(gq)
-        ulp4q = 2 * EXP_ULPS * fmt.unit
-        ulp4 = fup(ulp4q)
-        norm = fup((1 + fmt.unit) / ((1 - ulp4q) * (1 - gq)))
-        floor = fup(2 * (n + 1) * fmt.tiny)
-        n_tiny = mul(n, c.tiny)
-        score_error = self._score_error(A, M, E)
+        gq, ulp4q = fmt.gamma(n + 2), 2 * EXP_ULPS * fmt.unit
+        g, ulp4 = fup(gq), fup(ulp4q)
+        norm = fup((1 + fmt.unit) / ((1 - ulp4q) * (1 - gq)))  # p̂_l ≤ norm·ê_l: Ŝ ≥ ê of the float max ≥ 1 − 4u
+        spread = arb(rational(fup((1 + fmt.unit) / (1 - gq))))  # the sum's and the division's roundings
+        floor = fup((2 * n + 4) * fmt.tiny)  # exp's and the division's underflows, through Ŝ
+        n_tiny, zero = mul(n, c.tiny), [0.0] * d
+        any_error = self._score_error(A, self._seq_max(mags), self._seq_max(errs))
+        rounding: dict[int, object] = {}  # token l's side of the bound on the score's rounding alone
+        absx = [[fup(abs(v)) for v in x] for x in seq]
         distance: dict[int, list] = {}  # per argmax token a: |x_l − x_a| per l and coordinate
         out = []
         for i, (x, e) in enumerate(zip(seq, errs)):
             s = [fmpq(0)] * n if A.literal_zero else table.row(i)
-            ds = 0.0 if A.literal_zero else score_error(mags[i], e, [fup(abs(v)) for v in x])
             smax = max(s)
-            big = fup(max(abs(v) for v in s))
-            scaled = div(add(big, ds), tau_f)
-            self._check_range(scaled, "a scaled attention score")
-            err_t = add(div(ds, tau_f), mul(big, inv_err), mul(2 * c.unit, scaled), c.tiny)
-            delta = add(2 * err_t, mul(c.unit, add(fup(max((smax - v) / tau for v in s)), 2 * err_t)))
-            with ctx.workprec(PREC):
-                d_arb = arb(rational(delta))
-                kappa = arb_up((2 * d_arb).exp() * arb(rational(norm)) * arb(1 + ulp4q) - 1)
-                w = [min(1.0, arb_up(arb((v - smax) / tau).exp())) for v in s]
-                # exp errs by EXP_ULPS ulps: relative, or that many subnormal spacings where its value is subnormal
-                w_hat = [mul(add(mul(add(1.0, ulp4), arb_up((arb((v - smax) / tau) + d_arb).exp())),
-                                 mul(EXP_ULPS, c.tiny)), norm) for v in s]
-            lo_w = [add(mul(kappa, wl), floor) for wl in w]  # the weight's error bound
-            hi_w = [add(mul(add(1.0, kappa), wl), floor) for wl in w]  # the float weight's magnitude bound
-            em = [add(*(add(mul(a, mg[k]), mul(wl, er[k]), mul(g, mul(b, mg[k])))
-                        for a, b, wl, mg, er in zip(lo_w, hi_w, w, mags, errs)), n_tiny) for k in range(d)]
-            # centred on an argmax token x_a: Σ p̂_l x̂_l − Σ p_l x_l = Σ (p̂_l − p_l)(x̂_l − x_a) + x_a (Σ p̂ − 1)
-            # + Σ p_l (x̂_l − x_l), with |Σ p̂ − 1| ≤ 2γ: the weights' errors scale the tokens' distances
-            # from x_a, not their magnitudes (a collapse's codes are large, their spread small)
-            top = [l for l, v in enumerate(s) if v == smax]
-            a = top[0]
+            a = s.index(smax)
             if a not in distance:
                 distance[a] = [[fup(abs(v - w_)) for v, w_ in zip(xl, seq[a])] for xl in seq]
             dist, m_a, e_a = distance[a], mags[a], errs[a]
+            ds = 0.0 if A.literal_zero else any_error(mags[i], e, absx[i])
+            big = fup(max(abs(v) for v in s))
+            scaled = div(add(big, ds), tau_f)  # |ŝ/τ̂|
+            self._check_range(scaled, "a scaled attention score")
+            worst = add(div(ds, tau_f), mul(big, inv_err), mul(2 * c.unit, scaled), c.tiny)  # |ẑ_l − z_l|, ẑ = fl(ŝ/τ̂)
+            # ... and each subtraction of the float max errs by u|ẑ_l − max|
+            omega = [add(2 * worst, mul(c.unit, add(fup((smax - v) / tau), 4 * worst))) for v in s]
+            omega[a] = 0.0
+            with ctx.workprec(PREC):
+                w = [arb((v - smax) / tau).exp() for v in s]  # e^{z_l − z_a}: the exact weights times Σ w
+                total = sum(w, arb(0))
+                zeta_any = arb(rational(max(omega))).exp() / (1 - ulp4q) - 1
+            heavy = [l for l in range(n) if l != a and not A.literal_zero and w[l] * zeta_any > 2 ** -30]
+            if heavy:  # ŝ_l − ŝ_a − (s_l − s_a) = ⟨Âx̂_i − Ax_i, x̂_l − x̂_a⟩ + ⟨Ax_i, ê_l − ê_a⟩ + ρ_l − ρ_a
+                dq = [add(p, q) for p, q in zip(A.apply_delta(mags[i]), A.apply_abs(e))]
+                ax = A.apply_abs(absx[i])
+                for l in {a, *heavy} - rounding.keys():
+                    rounding[l] = self._score_error(A, mags[l], zero)
+                rho_a = rounding[a](mags[i], zero, absx[i])
+            for l in heavy:
+                both = [add(p, q) for p, q in zip(errs[l], e_a)]
+                diff = add(dot(dq, [add(p, q) for p, q in zip(dist[l], both)]), dot(ax, both),
+                           rounding[l](mags[i], zero, absx[i]), rho_a)
+                pair = add(div(diff, tau_f), mul(fup(abs(s[l] - smax)), inv_err), mul(4 * c.unit, scaled),
+                           2 * c.tiny, mul(c.unit, add(fup((smax - s[l]) / tau), 4 * worst)))
+                omega[l] = min(omega[l], pair)
+            with ctx.workprec(PREC):
+                p = [wl / total for wl in w]
+                zeta = [arb(rational(v)).exp() / (1 - ulp4q) - 1 for v in omega]
+                H = arb_up(sum((pl * zl for pl, zl in zip(p, zeta)), arb(0)))
+                factor = spread / (1 - arb(rational(H))) if H < 1 else None
+                kappa = [inf if factor is None else arb_up((1 + zl) * factor - 1) for zl in zeta]
+                w_hat = [mul(add(mul(add(1.0, ulp4), arb_up(wl * arb(rational(v)).exp())), mul(EXP_ULPS, c.tiny)), norm)
+                         for wl, v in zip(w, omega)]  # p̂_l ≤ norm·ê_l
+                pu = [min(1.0, arb_up(pl)) for pl in p]
+            lo_w = [add(mul(k, pl), floor) for k, pl in zip(kappa, pu)]  # the weight's error bound
+            hi_w = [add(mul(add(1.0, k), pl), floor) for k, pl in zip(kappa, pu)]  # the float weight's magnitude
+            em = [add(*(add(mul(lw, mg[k]), mul(pl, er[k]), mul(g, mul(hw, mg[k])))
+                        for lw, hw, pl, mg, er in zip(lo_w, hi_w, pu, mags, errs)), n_tiny) for k in range(d)]
+            # centred on x_a: Σ p̂_l x̂_l − Σ p_l x_l = Σ (p̂_l − p_l)(x̂_l − x_a) + x_a (Σ p̂ − 1) + Σ p_l (x̂_l − x_l),
+            # with |Σ p̂ − 1| ≤ 2γ: the weights' errors scale the tokens' distances from x_a, not their magnitudes
             g2 = add(2 * g, mul(g, g))
-            em = [min(em[k], add(*(add(mul(lw, add(dl[k], er[k])), mul(wl, er[k]), mul(g, mul(hw, mg[k])))
-                                   for lw, hw, wl, dl, mg, er in zip(lo_w, hi_w, w, dist, mags, errs)),
+            em = [min(em[k], add(*(add(mul(lw, add(dl[k], er[k])), mul(pl, er[k]), mul(g, mul(hw, mg[k])))
+                                   for lw, hw, pl, dl, mg, er in zip(lo_w, hi_w, pu, dist, mags, errs)),
                                  mul(g2, m_a[k]), n_tiny)) for k in range(d)]
             mm = [add(*(mul(hw, mg[k]) for hw, mg in zip(hi_w, mags))) for k in range(d)]
-            if len(top) == 1:
+            if s.count(smax) == 1:
                 others = [l for l in range(n) if l != a]
                 sum_error = add(g, n_tiny)  # |Σ p̂ − 1|: γ, and each weight's rounding where it is subnormal
                 lead = add(sum_error, mul(g, add(1.0, g)))
@@ -692,12 +716,14 @@ class Analysis:
                     # m̂ − m = (x̂_a − x_a) + x̂_a (Σ p̂ − 1) + Σ_{l≠a} [p̂_l (x̂_l − x̂_a) − p_l (x_l − x_a)] + rounding,
                     # as m = x_a + Σ_{l≠a} p_l (x_l − x_a); with p̂_l, p_l ≤ ŵ_l each bracket is at most
                     # ŵ_l (|x_l − x_a| + e_l + e_a), and the rounding at most γ·Σ p̂_l |x̂_l| with p̂_a ≤ 1 + γ
-                    spread = add(*(mul(w_hat[l], add(dist[l][k], errs[l][k], e_a[k], mul(g, mags[l][k])))
-                                   for l in others))
-                    em[k] = min(em[k], add(e_a[k], mul(lead, m_a[k]), spread, n_tiny))
+                    near = add(*(mul(w_hat[l], add(dist[l][k], errs[l][k], e_a[k], mul(g, mags[l][k])))
+                                 for l in others))
+                    em[k] = min(em[k], add(e_a[k], mul(lead, m_a[k]), near, n_tiny))
                     # |m̂| ≤ (1 + γ)(|x̂_a| Σ p̂ + Σ_{l≠a} p̂_l |x̂_l − x̂_a|)
                     mm[k] = min(mm[k], mul(add(1.0, g), add(mul(add(1.0, sum_error), m_a[k]),
                                                             *(mul(w_hat[l], add(mags[l][k], m_a[k])) for l in others))))
+            if inf in em or inf in mm:
+                raise Failed(f"token [{j}, {i}]: the softmax weights' errors are unbounded (H = {approx(H)} ≥ 1)")
             out.append((em, mm))
         return out
 
