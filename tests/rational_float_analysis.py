@@ -416,7 +416,7 @@ class Analysis:
                 raise Failed(f"{'A' if step.uniform else 'V'} is the zero matrix but not stored as 0: "
                              f"its float products need not be exact zeros")
             else:
-                means = self._hardmax(step.attention[j], seq, mags, errs, A, j)
+                means = self._hardmax(step.attention[j], seq, mags, errs, A, self.model.blocks[step.block].sa, j)
             per_mean, outs = {}, {}  # by the mean's identity (a hardmax mean is its argmax's)
             for i, e in enumerate(errs):
                 which = (id(means[i][0]), id(means[i][1]))
@@ -478,17 +478,39 @@ class Analysis:
     def _seq_max(self, vectors) -> list:
         return [max(column) for column in zip(*vectors)]
 
-    def _hardmax(self, attention, seq, mags, errs, A: Matrix, j: int) -> list:
+    def _centred(self, A: Matrix, seq, mags, errs, i: int, a: int, cache: dict):
+        """A function of l bounding |(ŝ_l − ŝ_a) − (s_l − s_a)| for query i (verify/float_analysis.py)."""
+        zero, xi = [ZERO] * self.d, [abs(v) for v in seq[i]]
+        dq = [p + q for p, q in zip(A.apply_delta(mags[i]), A.apply_abs(errs[i]))]
+        ax = A.apply_abs(xi)
+
+        def rho(l: int) -> fmpq:
+            if l not in cache:
+                cache[l] = self._score_error(A, mags[l], zero)
+            return cache[l](mags[i], zero, xi)
+        rho_a = rho(a)
+
+        def error(l: int) -> fmpq:
+            both = [p + q for p, q in zip(errs[l], errs[a])]
+            near = [abs(v - w) + b for v, w, b in zip(seq[l], seq[a], both)]
+            return up(dot(dq, near) + dot(ax, both) + rho(l) + rho_a)
+        return error
+
+    def _hardmax(self, attention, seq, mags, errs, A: Matrix, sa: SA, j: int) -> list:
         M, E = self._seq_max(mags), self._seq_max(errs)
         score_error = self._score_error(A, M, E)
-        out = []
+        cache, out = {}, []
         for i, (att, x, e) in enumerate(zip(attention, seq, errs)):
             if len(att.argmax) > 1:
                 raise Failed(f"token [{j}, {i}]: tied argmax {list(att.argmax)}; the float run may break the tie")
+            a = att.argmax[0]
             delta = up(score_error(mags[i], e, [abs(v) for v in x]))
             if att.gap is not None and not att.gap > 2 * delta:
-                raise Failed(f"token [{j}, {i}]: argmax gap {approx(att.gap)} ≤ 2 × score error {approx(delta)}")
-            a = att.argmax[0]
+                s, centred = Scores(sa.A, list(seq)).row(i), self._centred(A, seq, mags, errs, i, a, cache)
+                for l, v in enumerate(s):
+                    if l != a and not s[a] - v > 2 * delta and not s[a] - v > centred(l):
+                        raise Failed(f"token [{j}, {i}]: argmax gap {approx(s[a] - v)} to token {l} ≤ its score "
+                                     f"difference's error {approx(centred(l))}")
             out.append((errs[a], mags[a]))  # one argmax: copied exactly
         return out
 
@@ -532,16 +554,9 @@ class Analysis:
                 total = sum(w, arb(0))
                 zeta_any = arb(max(omega)).exp() / (1 - ulp4) - 1
             heavy = [l for l in range(n) if l != a and not A.literal_zero and w[l] * zeta_any > 2 ** -30]
-            if heavy:
-                dq = [p + q for p, q in zip(A.apply_delta(mags[i]), A.apply_abs(e))]
-                ax = A.apply_abs(xa)
-                for l in {a, *heavy} - rounding.keys():
-                    rounding[l] = self._score_error(A, mags[l], zero)
-                rho_a = rounding[a](mags[i], zero, xa)
+            centred = self._centred(A, seq, mags, errs, i, a, rounding) if heavy else None
             for l in heavy:
-                both = [p + q for p, q in zip(errs[l], e_a)]
-                diff = dot(dq, [p + q for p, q in zip(dist[l], both)]) + dot(ax, both) + rounding[l](mags[i], zero, xa) + rho_a
-                pair = up(diff / tau_hat + abs(s[l] - smax) * inv_err + 4 * u * scaled + 2 * fmt.tiny
+                pair = up(centred(l) / tau_hat + abs(s[l] - smax) * inv_err + 4 * u * scaled + 2 * fmt.tiny
                           + u * ((smax - s[l]) / tau + 4 * worst))
                 omega[l] = min(omega[l], pair)
             with ctx.workprec(PREC):

@@ -532,7 +532,7 @@ class Analysis:
         plain = rho.exact[0] == rho.hat[0] and rho.hat[0] in (0, 1)  # ρ̂ x̂_c is x̂_c or 0, exactly
         copied = [plain and V.zero_row(c) for c in range(self.d)]  # and V's row c is 0: x̂_c + 0 or 0 + 0
         forget = rho.exact[0] == 0 and rho.hat[0] == 0  # the output is V m_i alone
-        new = []
+        new, sa = [], self.model.blocks[step.block].sa
         for j, seq in enumerate(step.before):
             o = self.offsets[j]
             errs = self.err[o:o + len(seq)]
@@ -540,13 +540,12 @@ class Analysis:
             if A.literal_zero and not softmax:
                 means = [self._uniform(mags, errs)] * len(seq)
             elif softmax:
-                sa = self.model.blocks[step.block].sa
                 means = self._softmax(seq, mags, errs, A, sa, j)
             elif step.attention is None:  # the replay took A (or V, with ρ = 1) as the zero matrix it is
                 raise Failed(f"{'A' if step.uniform else 'V'} is the zero matrix but not stored as 0: "
                              f"its float products need not be exact zeros")
             else:
-                means = self._hardmax(step.attention[j], seq, mags, errs, A, j)
+                means = self._hardmax(step.attention[j], seq, mags, errs, A, sa, j)
             per_mean, outs = {}, {}  # by the mean's identity (a hardmax mean is its argmax's)
             for i, e in enumerate(errs):
                 which = (id(means[i][0]), id(means[i][1]))
@@ -610,17 +609,44 @@ class Analysis:
     def _seq_max(self, vectors) -> list:
         return [max(column) for column in zip(*vectors)]
 
-    def _hardmax(self, attention, seq, mags, errs, A: Matrix, j: int) -> list:
+    def _centred(self, A: Matrix, seq, mags, errs, i: int, a: int, cache: dict):
+        """A function of l bounding |(ŝ_l − ŝ_a) − (s_l − s_a)| for query i:
+        ⟨Âx̂_i − Ax_i, x̂_l − x̂_a⟩ + ⟨Ax_i, (x̂_l − x_l) − (x̂_a − x_a)⟩ + ρ_l − ρ_a,
+        ρ the rounding of a score alone — the query's error enters through
+        |x̂_l − x̂_a|, so competitors near x_a move with it. ``cache``: each
+        token's side of the rounding bound, per sequence."""
+        zero, xi = [0.0] * self.d, [fup(abs(v)) for v in seq[i]]
+        dq = [add(p, q) for p, q in zip(A.apply_delta(mags[i]), A.apply_abs(errs[i]))]
+        ax = A.apply_abs(xi)
+
+        def rho(l: int) -> float:
+            if l not in cache:
+                cache[l] = self._score_error(A, mags[l], zero)
+            return cache[l](mags[i], zero, xi)
+        rho_a = rho(a)
+
+        def error(l: int) -> float:
+            both = [add(p, q) for p, q in zip(errs[l], errs[a])]
+            near = [add(fup(abs(v - w)), b) for v, w, b in zip(seq[l], seq[a], both)]
+            return add(dot(dq, near), dot(ax, both), rho(l), rho_a)
+        return error
+
+    def _hardmax(self, attention, seq, mags, errs, A: Matrix, sa: SA, j: int) -> list:
         M, E = self._seq_max(mags), self._seq_max(errs)
         score_error = self._score_error(A, M, E)
-        out = []
+        table, cache, out = None, {}, []
         for i, (att, x, e) in enumerate(zip(attention, seq, errs)):
             if len(att.argmax) > 1:
                 raise Failed(f"token [{j}, {i}]: tied argmax {list(att.argmax)}; the float run may break the tie")
-            delta = score_error(mags[i], e, [fup(abs(v)) for v in x])
-            if att.gap is not None and not fdown(att.gap) > 2 * delta:
-                raise Failed(f"token [{j}, {i}]: argmax gap {approx(att.gap)} ≤ 2 × score error {approx(delta)}")
             a = att.argmax[0]
+            delta = score_error(mags[i], e, [fup(abs(v)) for v in x])
+            if att.gap is not None and not fdown(att.gap) > 2 * delta:  # each close competitor on its own
+                table = table or Scores(sa.A, list(seq))
+                s, centred = table.row(i), self._centred(A, seq, mags, errs, i, a, cache)
+                for l, v in enumerate(s):
+                    if l != a and not fdown(s[a] - v) > 2 * delta and not fdown(s[a] - v) > centred(l):
+                        raise Failed(f"token [{j}, {i}]: argmax gap {approx(s[a] - v)} to token {l} ≤ its score "
+                                     f"difference's error {approx(centred(l))}")
             out.append((errs[a], mags[a]))  # one argmax: copied exactly
         return out
 
@@ -649,9 +675,9 @@ class Analysis:
         norm = fup((1 + fmt.unit) / ((1 - ulp4q) * (1 - gq)))  # p̂_l ≤ norm·ê_l: Ŝ ≥ ê of the float max ≥ 1 − 4u
         spread = arb(rational(fup((1 + fmt.unit) / (1 - gq))))  # the sum's and the division's roundings
         floor = fup((2 * n + 4) * fmt.tiny)  # exp's and the division's underflows, through Ŝ
-        n_tiny, zero = mul(n, c.tiny), [0.0] * d
+        n_tiny = mul(n, c.tiny)
         any_error = self._score_error(A, self._seq_max(mags), self._seq_max(errs))
-        rounding: dict[int, object] = {}  # token l's side of the bound on the score's rounding alone
+        rounding: dict[int, object] = {}  # for _centred
         absx = [[fup(abs(v)) for v in x] for x in seq]
         distance: dict[int, list] = {}  # per argmax token a: |x_l − x_a| per l and coordinate
         out = []
@@ -675,17 +701,9 @@ class Analysis:
                 total = sum(w, arb(0))
                 zeta_any = arb(rational(max(omega))).exp() / (1 - ulp4q) - 1
             heavy = [l for l in range(n) if l != a and not A.literal_zero and w[l] * zeta_any > 2 ** -30]
-            if heavy:  # ŝ_l − ŝ_a − (s_l − s_a) = ⟨Âx̂_i − Ax_i, x̂_l − x̂_a⟩ + ⟨Ax_i, ê_l − ê_a⟩ + ρ_l − ρ_a
-                dq = [add(p, q) for p, q in zip(A.apply_delta(mags[i]), A.apply_abs(e))]
-                ax = A.apply_abs(absx[i])
-                for l in {a, *heavy} - rounding.keys():
-                    rounding[l] = self._score_error(A, mags[l], zero)
-                rho_a = rounding[a](mags[i], zero, absx[i])
+            centred = self._centred(A, seq, mags, errs, i, a, rounding) if heavy else None
             for l in heavy:
-                both = [add(p, q) for p, q in zip(errs[l], e_a)]
-                diff = add(dot(dq, [add(p, q) for p, q in zip(dist[l], both)]), dot(ax, both),
-                           rounding[l](mags[i], zero, absx[i]), rho_a)
-                pair = add(div(diff, tau_f), mul(fup(abs(s[l] - smax)), inv_err), mul(4 * c.unit, scaled),
+                pair = add(div(centred(l), tau_f), mul(fup(abs(s[l] - smax)), inv_err), mul(4 * c.unit, scaled),
                            2 * c.tiny, mul(c.unit, add(fup((smax - s[l]) / tau), 4 * worst)))
                 omega[l] = min(omega[l], pair)
             with ctx.workprec(PREC):
