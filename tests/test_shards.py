@@ -103,6 +103,31 @@ def test_corrupted_token_in_one_shard_fails_the_bundle(grid):
     assert any("not at the stated target" in f or "do not move it" in f for f in failed)
 
 
+@pytest.fixture(scope="module")
+def softmax_grid(tmp_path_factory):
+    """A softmax bundle of 6 sequences of 4 tokens (a tau_star claim)."""
+    path = tmp_path_factory.mktemp("softmax") / "dataset.json"
+    path.write_bytes(random_dataset(6, 4, 2, 3))
+    return dict(build(path, "softmax").files)
+
+
+@pytest.mark.parametrize("field, change", [(None, None), ("noise_bound", lambda v: v / 4), ("radius", lambda v: v / 4),
+                                           ("step", lambda v: v * 2 ** 20), ("step", lambda v: v / 2 ** 30),
+                                           ("closed_form", lambda v: v * 2), ("closed_form", lambda v: v / 2)])
+def test_tau_star_claim_gets_one_process_report(softmax_grid, field, change):
+    """tau_star's verdict on the shards' maxima: the same failures as one process, each
+    changed field failing (the sharded check merges maxima, it does not copy the kernel's)."""
+    files = softmax_grid
+    if field is not None:
+        cert = json.loads(files["certificate.json"])
+        claim = next(c for p in cert["phases"] for c in p["claims"] if c["kind"] == "tau_star")
+        claim[field] = str(change(Fraction(claim[field])))
+        files = rehashed(files, certificate=cert)
+    single = report(files)
+    assert single[0] is (field is None)
+    assert report(files, 2) == report(files, 3) == single
+
+
 @pytest.mark.slow
 def test_mutants_get_one_process_report():
     """Random single changes (the selftest's), each verified by one process and by 3 shards."""

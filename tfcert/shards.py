@@ -21,7 +21,6 @@ from contextlib import contextmanager
 from dataclasses import dataclass, fields, replace
 from types import SimpleNamespace
 
-from flint import fmpq
 from typing import Callable, Iterator
 
 from tfcert.verify import regions
@@ -31,7 +30,7 @@ from tfcert.verify.claims import float as float_claim
 from tfcert.verify.errors import InputError
 from tfcert.verify.floats import FORMATS
 from tfcert.verify.formats import Dataset, obj, parse_document, read_dataset, read_model
-from tfcert.verify.numbers import LIMITS, dot, show
+from tfcert.verify.numbers import LIMITS, dot
 
 INSTALL = "install the distributed extra: pip install 'dask[distributed]'"
 CONNECT_TIMEOUT = 10  # seconds to reach a --scheduler before giving up
@@ -126,21 +125,8 @@ def _snap(claim, ctx: Context, step, full: Context):
 
 
 def _tau_star(claim, ctx: Context, step, full: Context):
-    """The shard's maxima that tau_star.check compares (None: no token of that kind)."""
-    if step.noise is None or not step.below:
-        return Part(None)  # the merge says so, after the checks of the model alone
-    noise = step.noise
-    out = {"worst": tau_star.max_bound(noise, claim.tau_star, 1),
-           "noisy": any(n.terms for seq in noise for n in seq), "above_step": None, "cf": None}
-    if claim.step is not None and 0 < claim.step:
-        out["above_step"] = tau_star.max_bound(noise, claim.tau_star + claim.step, 0)
-    tokens = tau_star.constrained(noise, [len(p.input) for p in ctx.dataset.pairs], claim.radius)
-    if tokens:
-        out["cf"] = True
-        if claim.closed_form is not None and claim.closed_form > 0:
-            out["cf"] = (tau_star.closed_form_noise(tokens, claim.closed_form, 1),
-                         tau_star.closed_form_noise(tokens, claim.closed_form * (1 + tau_star.TIGHT), 0))
-    return Part(out)
+    """tau_star.tokens on the shard's tokens: maxima (None: not enclosed)."""
+    return Part(tau_star.tokens(claim, ctx, step))
 
 
 _TOKEN = re.compile(r"token \[(\d+), (\d+)\]")
@@ -274,39 +260,20 @@ def _merge_argmax(item, ctx: Context, parts: list) -> list[str]:
     return failures + ([] if ties == item.claim.ties else [stated("ties", item.claim.ties, ties)])
 
 
+def _merged_maxima(parts: list) -> tau_star.Maxima | None:
+    """The whole dataset's maxima from its shards' (every shard asks the same claim)."""
+    if not parts or None in parts:
+        return None
+    first, cfs = parts[0], [p.closed_form for p in parts]
+    return tau_star.Maxima(max(p.worst for p in parts), any(p.noisy for p in parts),
+                           None if first.above_step is None else max(p.above_step for p in parts),
+                           any(p.constrained for p in parts),
+                           None if first.closed_form is None else (max(c[0] for c in cfs), max(c[1] for c in cfs)))
+
+
 def _merge_tau_star(item, ctx: Context, parts: list) -> list[str]:
-    """tau_star.check's comparisons on the maxima over the shards."""
-    claim = item.claim
-    failures = tau_star._static(claim, ctx)
-    if failures:
-        return failures
-    if None in parts:
-        return [f"block {claim.block}: the attention was not enclosed by its noise bound over (0, tau_star]"]
-    worst = max(p["worst"] for p in parts)
-    if not worst <= claim.noise_bound <= claim.radius:
-        failures.append(f"need max noise bound {show(worst)} ≤ noise_bound {show(claim.noise_bound)} ≤ radius "
-                        f"{show(claim.radius)}")
-    if claim.step is None:
-        if any(p["noisy"] for p in parts):
-            failures.append("step is null but some token has noise")
-    elif not 0 < claim.step <= claim.tau_star / tau_star.RESOLUTION:
-        failures.append(f"step {show(claim.step)} is not in (0, tau_star/{tau_star.RESOLUTION}]")
-    elif not max(p["above_step"] for p in parts) > claim.radius:
-        failures.append(f"tau_star + step = {show(claim.tau_star + claim.step)} also keeps the noise within the "
-                        f"radius: tau_star is not the largest to within step")
-    constrained = [p["cf"] for p in parts if p["cf"] is not None]
-    if claim.closed_form is None:
-        if constrained:
-            failures.append("closed_form is null but some token constrains it")
-        return failures
-    hi = max((c[0] for c in constrained if c is not True), default=fmpq(0))
-    lo = max((c[1] for c in constrained if c is not True), default=fmpq(0))
-    if not (claim.step is not None and 0 < claim.closed_form < claim.tau_star + claim.step and hi <= claim.radius):
-        failures.append(f"closed_form {show(claim.closed_form)} is not a valid bound below tau_star + step")
-    elif not lo > claim.radius:
-        failures.append(f"closed_form {show(claim.closed_form)} is not min Δ_i/ln((n_j−1)·D_i/radius) rounded down "
-                        f"to 24 bits: closed_form·(1 + 2^-22) is a valid bound too")
-    return failures
+    """tau_star.verdict on the maxima over the shards."""
+    return tau_star.static(item.claim, ctx) or tau_star.verdict(item.claim, _merged_maxima(parts))
 
 
 def _merge_float(item, ctx: Context, parts: list) -> list[str]:

@@ -90,11 +90,11 @@ def closed_form_noise(tokens: list[tuple[fmpq, fmpq]], tau: fmpq, side: int) -> 
 
 
 def closed_form_ok(tokens: list[tuple[fmpq, fmpq]], tau: fmpq, radius: fmpq) -> bool:
-    """Whether (n_j−1)·D_i·exp(−Δ_i/τ) ≤ radius for every listed token."""
+    """Whether (n_j−1)·D_i·exp(−Δ_i/τ) ≤ radius for every listed token (construct's search)."""
     return closed_form_noise(tokens, tau, 1) <= radius
 
 
-def _static(claim: Claim, context: Context) -> list[str]:
+def static(claim: Claim, context: Context) -> list[str]:
     model, top = context.model, context.certificate
     failures = []
     if model.attention != "softmax":
@@ -121,32 +121,56 @@ def _static(claim: Claim, context: Context) -> list[str]:
     return failures
 
 
-def check(claim: Claim, context: Context, step) -> list[str]:
-    failures = _static(claim, context)
-    if failures:
-        return failures
+@dataclass(frozen=True)
+class Maxima:
+    """What the verdict needs of the tokens, as maxima: the maxima over shards
+    of the dataset (tfcert/shards.py merges them) are the whole dataset's."""
+    worst: fmpq  # max_i of B_i(τ*)'s upper bound
+    noisy: bool  # some token has noise
+    above_step: fmpq | None  # max_i of B_i(τ* + step)'s lower bound, where step > 0
+    constrained: bool  # some token constrains closed_form
+    closed_form: tuple[fmpq, fmpq] | None  # the closed form's noise: upper at closed_form, lower at ·(1 + TIGHT)
+
+
+def tokens(claim: Claim, context: Context, step) -> Maxima | None:
+    """The maxima of the replayed tokens (None: no enclosures over (0, τ*])."""
     if step.noise is None or not step.below:
+        return None
+    above = claim.step is not None and claim.step > 0
+    limited = constrained(step.noise, [len(p.input) for p in context.dataset.pairs], claim.radius)
+    cf = claim.closed_form
+    return Maxima(max_bound(step.noise, claim.tau_star, 1), any(n.terms for seq in step.noise for n in seq),
+                  max_bound(step.noise, claim.tau_star + claim.step, 0) if above else None, bool(limited),
+                  (closed_form_noise(limited, cf, 1), closed_form_noise(limited, cf * (1 + TIGHT), 0))
+                  if cf is not None and cf > 0 else None)
+
+
+def verdict(claim: Claim, m: Maxima | None) -> list[str]:
+    if m is None:
         return [f"block {claim.block}: the attention was not enclosed by its noise bound over (0, tau_star]"]
-    worst = max_bound(step.noise, claim.tau_star, 1)
-    if not worst <= claim.noise_bound <= claim.radius:
-        failures.append(f"need max noise bound {show(worst)} ≤ noise_bound {show(claim.noise_bound)} ≤ radius "
+    failures = []
+    if not m.worst <= claim.noise_bound <= claim.radius:
+        failures.append(f"need max noise bound {show(m.worst)} ≤ noise_bound {show(claim.noise_bound)} ≤ radius "
                         f"{show(claim.radius)}")
     if claim.step is None:
-        if any(n.terms for seq in step.noise for n in seq):
+        if m.noisy:
             failures.append("step is null but some token has noise")
     elif not 0 < claim.step <= claim.tau_star / RESOLUTION:
         failures.append(f"step {show(claim.step)} is not in (0, tau_star/{RESOLUTION}]")
-    elif not max_bound(step.noise, claim.tau_star + claim.step, 0) > claim.radius:
+    elif not m.above_step > claim.radius:
         failures.append(f"tau_star + step = {show(claim.tau_star + claim.step)} also keeps the noise within the "
                         f"radius: tau_star is not the largest to within step")
-    tokens = constrained(step.noise, [len(p.input) for p in context.dataset.pairs], claim.radius)
     if claim.closed_form is None:
-        if tokens:
+        if m.constrained:
             failures.append("closed_form is null but some token constrains it")
     elif not (claim.step is not None and 0 < claim.closed_form < claim.tau_star + claim.step
-              and closed_form_ok(tokens, claim.closed_form, claim.radius)):
+              and m.closed_form[0] <= claim.radius):
         failures.append(f"closed_form {show(claim.closed_form)} is not a valid bound below tau_star + step")
-    elif not closed_form_noise(tokens, claim.closed_form * (1 + TIGHT), 0) > claim.radius:
+    elif not m.closed_form[1] > claim.radius:
         failures.append(f"closed_form {show(claim.closed_form)} is not min Δ_i/ln((n_j−1)·D_i/radius) rounded down "
                         f"to 24 bits: closed_form·(1 + 2^-22) is a valid bound too")
     return failures
+
+
+def check(claim: Claim, context: Context, step) -> list[str]:
+    return static(claim, context) or verdict(claim, tokens(claim, context, step))
