@@ -674,7 +674,8 @@ class Analysis:
         g, ulp4 = fup(gq), fup(ulp4q)
         norm = fup((1 + fmt.unit) / ((1 - ulp4q) * (1 - gq)))  # p̂_l ≤ norm·ê_l: Ŝ ≥ ê of the float max ≥ 1 − 4u
         spread = arb(rational(fup((1 + fmt.unit) / (1 - gq))))  # the sum's and the division's roundings
-        floor = fup((2 * n + 4) * fmt.tiny)  # exp's and the division's underflows, through Ŝ
+        # exp's underflows (2 spacings each): the weight's own over Ŝ ≥ (1 − 4u)(1 − γ), Ŝ's own n, and the division's half
+        floor = fup(((2 * n + 2) * (1 + gq) * (1 + fmt.unit) / ((1 - ulp4q) * (1 - gq)) + fmpq(1, 2)) * fmt.tiny)
         n_tiny = mul(n, c.tiny)
         any_error = self._score_error(A, self._seq_max(mags), self._seq_max(errs))
         rounding: dict[int, object] = {}  # for _centred
