@@ -150,8 +150,8 @@ def direction(values: list[Vec], d: int) -> Vec:
     only costs conditioning) and checked exactly (sorted, not hashed: rational
     hashing is slow). Coarse grids can collide on many small-integer tokens,
     so if none separates, finer candidates (2^-40) follow."""
-    rng = random.Random(12345)
-    coarse = [_candidate(rng, d, 2 ** 20) for _ in range(CANDIDATES)]
+    rng = random.Random(SEED)
+    coarse = _dense(rng, d)
     scores = _spread_scores(values, coarse, d)
     ranked = [w for score, w in sorted(zip(scores, coarse), key=lambda pair: pair[0], reverse=True) if score >= 0]
     for w in ranked + [_candidate(rng, d, 2 ** 40) for _ in range(1000)]:
@@ -165,7 +165,37 @@ def _candidate(rng: random.Random, d: int, grid: int) -> Vec:
     return tuple(fmpq(rng.randint(-grid, grid), grid) for _ in range(d))
 
 
-CANDIDATES = 48
+CANDIDATES, SEED = 48, 12345
+
+
+def _dense(rng: random.Random, d: int) -> list[Vec]:
+    return [_candidate(rng, d, 2 ** 20) for _ in range(CANDIDATES)]
+
+
+def dense(d: int) -> list[Vec]:
+    """The CANDIDATES dense directions direction() ranks first."""
+    return _dense(random.Random(SEED), d)
+
+
+SPARSE = 16  # sparse candidates per support size
+
+
+def sparse(d: int) -> list[Vec]:
+    """Directions with few non-zero entries (multiples of 2^-20 in [-1, 1], none 0): the
+    coordinate axes, then SPARSE random ones with 2, 4, 8, … non-zero entries (below d).
+    A float run's k-term dot product errs by γ_k times the sum of its terms' magnitudes, so
+    where a few coordinates already tell the tokens apart, such a direction projects them
+    more accurately than a dense one (γ_d)."""
+    rng = random.Random(54321)
+    out = [tuple(ONE if i == j else ZERO for i in range(d)) for j in range(d)]
+    k = 2
+    while k < d:
+        for _ in range(SPARSE):
+            support = set(rng.sample(range(d), k))
+            out.append(tuple(fmpq(rng.choice((-1, 1)) * rng.randint(1, 2 ** 20), 2 ** 20) if i in support else ZERO
+                             for i in range(d)))
+        k *= 2
+    return out
 
 
 def _spread_scores(values: list[Vec], candidates: list[Vec], d: int) -> list[float]:

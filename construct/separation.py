@@ -11,12 +11,12 @@ means without merging any two others, so at most N − 1 are needed.
 from __future__ import annotations
 
 from collections import defaultdict
-from itertools import chain, combinations, count, islice
+from itertools import combinations, count, islice
 
 import numpy as np
 from flint import fmpq
 
-from tfcert.construct.hats import Hat, Projections, direction, hat_blocks, min_gap
+from tfcert.construct.hats import Hat, Projections, dense, direction, hat_blocks, min_gap, sparse
 from tfcert.construct.phase import Phase, frozen
 from tfcert.verify.layers import mean
 from tfcert.verify.shortcuts import distinct_sorted
@@ -99,22 +99,16 @@ def separation(dataset: Dataset, before: Phase) -> Phase:
     (t, 1, 0, …) with t = α·w·x + β ∈ [1/64, 1/32]: one scalar per token, on
     a direction w where distinct tokens and distinct sequence means project
     apart, and the constant 1 in coordinate 2 that the later phases use as
-    an anchor. The SA (A = 0: the exact mean, for every τ too) adds λ·t̄_j.
-    After it every t is distinct."""
+    an anchor. The SA (A = 0: the exact mean, for every τ too) adds λ·t̄_j
+    (λ = 0 where no token is shared: V is then 0 and a float run's SA exact).
+    After it every t is distinct. w and λ are chosen together (_conditioned)."""
     d, seqs, block = dataset.d, before.tokens, before.span[1]
     means = _means(seqs)
-    w = direction(distinct_sorted([x for s in seqs for x in s] + means), d)
-    values = [dot(w, x) for s in seqs for x in s]
-    lo, hi = min(values), max(values)
-    alpha = ONE
-    while alpha * (hi - lo) > fmpq(1, 64):
-        alpha /= 2
-    beta = fmpq(1, 64) - alpha * lo
+    w, (alpha, beta), lam = _conditioned(seqs, means, [len(p.output) for p in dataset.pairs], d)
     e_t, e_y = unit(d, 0), unit(d, 1)
     ff = FF(ZERO, (scale(alpha, w), tuple(ZERO for _ in range(d))), (beta, ONE),
             tuple((a, b) for a, b in zip(e_t, e_y)))
     ts = [[alpha * dot(w, x) + beta for x in s] for s in seqs]
-    lam = _shift(ts)
     shifts = [lam * sum(row, ZERO) / len(row) for row in ts]  # λ·t̄_j, once per sequence
     shifted = [[t + s for t in row] for row, s in zip(ts, shifts)]
     sa = SA(ONE, LowRank(ZERO), LowRank(ZERO, ((scale(lam, e_t), e_t),)))
@@ -130,22 +124,140 @@ def separation(dataset: Dataset, before: Phase) -> Phase:
 SHIFTS = 32
 
 
-def _shift(ts: list[list[fmpq]]) -> fmpq:
-    """λ for t + λ·t̄_j: all shifted values distinct, and among the first
-    SHIFTS small rationals the one with the largest least gap relative to the
-    spread (ranked in float64, checked exactly), for a float run's sake."""
-    means = [sum(row, ZERO) / len(row) for row in ts]
-    t = np.array([float(v) for row in ts for v in row])
-    tbar = np.array([float(mu) for row, mu in zip(ts, means) for _ in row])
+def _scaling(projections: list[fmpq]) -> tuple[fmpq, fmpq]:
+    """α (a power of two, exact in floats) and β with α·w·x + β ∈ [1/64, 1/32]:
+    every later breakpoint lies within a factor 2 of every t, so the hats'
+    pre-activations t − breakpoint are exact in floats (Sterbenz)."""
+    lo, hi = min(projections), max(projections)
+    alpha = ONE
+    while alpha * (hi - lo) > fmpq(1, 64):
+        alpha /= 2
+    return alpha, fmpq(1, 64) - alpha * lo
 
-    def score(lam: fmpq) -> float:
-        shifted = np.sort(t + float(lam) * tbar)
-        gaps = np.diff(shifted)
-        return float(gaps.min() / (shifted[-1] - shifted[0])) if len(gaps) else 1.0
 
-    first = list(islice(small_rationals(), SHIFTS))
-    for lam in chain(sorted(first, key=score, reverse=True), small_rationals()):
-        keys = sorted(v + lam * mu for row, mu in zip(ts, means) for v in row)
-        if all(a != b for a, b in zip(keys, keys[1:])):
-            return lam
+def _distinct(keys: list[fmpq]) -> bool:
+    keys = sorted(keys)  # sorted, not hashed: rational hashing is slow
+    return all(a != b for a, b in zip(keys, keys[1:]))
+
+
+def _conditioned(seqs, means: list[Vec], leaders: list[int], d: int) -> tuple[Vec, tuple[fmpq, fmpq], fmpq]:
+    """w, (α, β) and λ of the separation block: among the dense candidates,
+    the coordinate axes and sparse directions (hats.sparse) and λ = 0 or one
+    of the first SHIFTS small rationals, the pair a float run keeps apart
+    best (_ranking, in float64), the first that checks exactly: w gives
+    distinct tokens and distinct means distinct projections, and the shifted
+    values t + λ·t̄_j are pairwise distinct. Where float64 ranks none (values
+    beyond its range, or every candidate colliding), direction() and the
+    first λ that separates."""
+    tokens = [x for s in seqs for x in s]
+    values = distinct_sorted(tokens + means)
+    candidates, lams = dense(d) + sparse(d), [ZERO, *islice(small_rationals(), SHIFTS)]
+    tried: dict[int, tuple | None] = {}
+
+    def shifted(i: int, lam: fmpq) -> tuple[fmpq, fmpq] | None:
+        """(α, β) when candidate i with λ separates everything exactly, else None."""
+        if i not in tried:
+            w = candidates[i]
+            ok = any(w) and _distinct([dot(w, x) for x in values])
+            tried[i] = None if not ok else (_scaling([dot(w, x) for x in tokens]),
+                                            [[dot(w, x) for x in s] for s in seqs])
+        if tried[i] is None:
+            return None
+        (alpha, beta), projections = tried[i]
+        ts = [[alpha * p + beta for p in row] for row in projections]
+        keys = [t + lam * sum(row, ZERO) / len(row) for row in ts for t in row]
+        return (alpha, beta) if _distinct(keys) else None
+
+    for i, j in _ranking(seqs, means, leaders, candidates, lams, d):
+        if (scaling := shifted(i, lams[j])) is not None:
+            return candidates[i], scaling, lams[j]
+    w = direction(values, d)
+    candidates.append(w)
+    for lam in small_rationals():  # measure-zero failures aside, one of the first few
+        if (scaling := shifted(len(candidates) - 1, lam)) is not None:
+            return w, scaling, lam
     raise AssertionError("unreachable")
+
+
+# The float error a run may add, relative to what the later phases tolerate, in units of u (a
+# ranking: the same in every format). A leader hat's plateau is ≈ 0.43 × the gap around its
+# leader and its window's edge ≈ 0.5 × that gap from the neighbours: their errors in t must stay
+# below it (PLATEAU). A token above a hat's window is dropped with all four units on: their
+# slopes |δ|/ε ≤ 4/ε cancel, but a float run rounds each product, γ_5·4·4·Δ/ε for a token Δ
+# above the window; the collapse's argmax gaps between one sequence's leaders (≈ 0.02, the
+# leaders' angles) tolerate errors of about 1e-3 there (DROP).
+PLATEAU = 2.5
+DROP = 5 * 4 * 4 / 1e-3
+
+
+def _ranking(seqs, means: list[Vec], leaders: list[int], candidates: list[Vec], lams: list[fmpq],
+             d: int) -> list[tuple[int, int]]:
+    """(candidate, λ) index pairs that float64 tells apart, best first: by
+    the largest predicted error of the leader phase relative to what it
+    tolerates (_badness). Keys are rounded to 1/32 of a binary order of
+    magnitude, so that the order does not hang on float64 noise, ties going
+    to the earlier candidate, then the earlier λ."""
+    try:
+        X = np.array([[float(v) for v in x] for s in seqs for x in s], dtype=np.float64).reshape(-1, d)
+        M = np.array([[float(v) for v in mu] for mu in means], dtype=np.float64).reshape(-1, d)
+        W = np.array([[float(v) for v in w] for w in candidates], dtype=np.float64).T
+    except OverflowError:
+        return []
+    keys = []
+    with np.errstate(all="ignore"):
+        # first the candidates that tell the distinct tokens and means apart
+        keep = np.flatnonzero((np.diff(np.sort(np.unique(np.vstack([X, M]), axis=0) @ W, axis=0), axis=0) > 0).all(axis=0))
+        W = W[:, keep]
+        seq = np.repeat(np.arange(len(seqs)), [len(s) for s in seqs])
+        count = np.bincount(seq).astype(np.float64)
+
+        def per_sequence(values):  # each token's sequence mean of ``values``
+            return (np.add.reduceat(values, np.r_[0, np.cumsum(count[:-1])].astype(int), axis=0) / count[:, None])[seq]
+
+        P = X @ W
+        spread = P.max(axis=0) - P.min(axis=0)
+        alpha = np.minimum(1.0, 2.0 ** np.floor(-np.log2(64 * np.where(spread > 0, spread, 1.0))))  # _scaling's
+        beta = 1 / 64 - alpha * P.min(axis=0)
+        t = alpha * P + beta
+        inexact = (X.astype(np.float32).astype(np.float64) != X).astype(np.float64)
+        E_ff = ((np.count_nonzero(W, axis=0) + 1) * (alpha * (np.abs(X) @ np.abs(W)) + np.abs(beta))
+                + alpha * ((np.abs(X) * inexact) @ np.abs(W)) + np.abs(beta))
+        lead = np.zeros(P.shape, dtype=bool)
+        for start, s, m in zip(np.r_[0, np.cumsum([len(s) for s in seqs])], seqs, leaders):
+            top = np.argsort(-P[start:start + len(s)], axis=0, kind="stable")[:m]  # the m_j largest t
+            np.put_along_axis(lead[start:start + len(s)], top, True, axis=0)
+        tbar, Ebar = per_sequence(t), per_sequence(E_ff)
+        for j, lam in enumerate(map(float, lams)):
+            E = E_ff if lam == 0 else E_ff + lam * (Ebar + (count[seq, None] + 2) * tbar) + (d + 4) * (t + lam * tbar)
+            bad = _badness(t + lam * tbar, lead, E)
+            keys += [(np.round(np.log2(np.maximum(b, 2.0 ** -1000)) * 32), int(i), j) for i, b in zip(keep, bad)
+                     if np.isfinite(b)]
+    return [(i, j) for _, i, j in sorted(keys)]
+
+
+def _badness(s: np.ndarray, lead: np.ndarray, E: np.ndarray) -> np.ndarray:
+    """Per column (a candidate): the largest predicted error over the leader
+    hats relative to what they tolerate (in units of u; inf where two values
+    of ``s`` coincide), from every token's shifted value ``s``, whether it
+    is a leader, and its error in t ``E`` (units of u): the FF's
+    (k+1)·(α·Σ_k|w_k x_ik| + |β|) for a k-term dot product plus the input's
+    and β's rounding, and where λ ≠ 0 the SA's (the mean's, and V's, a
+    d-term product in the float run's dense form: (d+4)·(|t_i| + λ|t̄_j|))."""
+    n, C = s.shape
+    if n < 2:
+        return np.zeros(C)
+    order = np.argsort(s, axis=0)  # ties make the pair collide (inf) whatever their order
+    ss, ls, Es = (np.take_along_axis(a, order, axis=0) for a in (s, lead, E))
+    g = np.diff(ss, axis=0)
+    inf, zero = np.full((1, C), np.inf), np.zeros((1, C))
+    gap = np.minimum(np.vstack([inf, g]), np.vstack([g, inf]))
+    near = np.maximum(np.vstack([zero, Es[:-1]]), np.vstack([Es[1:], zero]))
+    plateau = PLATEAU * (Es + near) / gap
+    # what each leader's hat drops: the tokens up to the next leader above (later hats run below)
+    rows = np.arange(n)[:, None]
+    above = np.minimum.accumulate(np.where(ls, rows, n)[::-1], axis=0)[::-1]
+    nxt = np.vstack([above[1:], np.full((1, C), n)])
+    top = np.take_along_axis(ss, np.maximum(nxt - 1, rows), axis=0)
+    eps = np.minimum(1 / 16, 2.0 ** np.floor(np.log2(np.minimum(gap, 1.0) / 16)))  # leaders.py's ε
+    bad = np.where(ls, np.maximum(plateau, DROP * (top - ss) / eps), 0.0).max(axis=0)
+    return np.where((g > 0).all(axis=0) & np.isfinite(bad), bad, np.inf)

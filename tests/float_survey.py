@@ -65,7 +65,7 @@ def dataset(seed: int) -> tuple[str, dict]:
             X = [tuple(str((1 - t * t) / (1 + t * t)) if c == 0 else str(2 * t / (1 + t * t)) if c == 1
                        else "0" for c in range(d)) for t in ts]
         elif kind == "shared" and pairs:
-            X = list({*pool[:int(rng.integers(1, 4))], *(_token(rng, "integer", d) for _ in range(n))})
+            X = [*pool[:int(rng.integers(1, 4))], *(_token(rng, "integer", d) for _ in range(n))]  # deduplicated below
         elif kind == "subsets" and pairs and len(pairs[-1][0]) > 1:
             base = pairs[-1][0]
             X = base[:int(rng.integers(1, len(base)))]
