@@ -312,6 +312,48 @@ def test_malformed_json(text, fragment, tmp_path, capsys):
     assert fragment in line
 
 
+def _reference(text: str):
+    """What a plain json.loads says of the text: its value, or 'duplicate' / 'malformed'."""
+    def hook(pairs):
+        if len({k for k, _ in pairs}) != len(pairs):
+            raise KeyError("duplicate")
+        return dict(pairs)
+    try:
+        return json.loads(text, object_pairs_hook=hook)
+    except KeyError:
+        return "duplicate"
+    except json.JSONDecodeError:
+        return "malformed"
+
+
+JSON_VALUES = st.recursive(st.none() | st.booleans() | st.integers(-20, 20) | st.sampled_from(["", "1/2", "a:b", "{"]),
+                           lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.sampled_from("abc"), inner,
+                                                                                       max_size=3), max_leaves=12)
+
+
+@given(st.dictionaries(st.sampled_from(["blocks", "d", "x"]), st.lists(JSON_VALUES, max_size=4).map(lambda v: v + v)
+                       | st.lists(st.sampled_from([1, 12, 123, "1", [1], [1, 2]]), max_size=6) | JSON_VALUES, max_size=3),
+       st.sampled_from([(",", ":"), (", ", ": "), (" ,\n", " :\t")]), st.sampled_from('[]{},:"1 x'))
+@FAST
+def test_parsing_reads_what_json_loads_reads(value, separators, char):
+    """parse_document's element-by-element reading of a top-level object (an element written as the one
+    before it is that same value) gives json.loads's value or refusal, on valid text and on text with
+    one character changed; equal consecutive elements of a top-level array are one object."""
+    good = json.dumps(value, separators=separators)
+    changed = [good[:at] + char + good[at + 1:] for at in range(len(good))]
+    for text in (good, *changed, good + good[1:], '{"a": 1, "a": [2]}'):
+        expected = _reference(text)
+        try:
+            got = parse_document("f.json", text.encode()).value
+        except InputError as exc:
+            assert expected in ("duplicate", "malformed") and expected in str(exc).replace("duplicate key", "duplicate")
+            continue
+        assert got == expected
+        for array in (got.values() if isinstance(got, dict) else ()):
+            for a, b in zip(array, array[1:]) if isinstance(array, list) else ():
+                assert (a is b) == (json.dumps(a) == json.dumps(b)) or not isinstance(a, (dict, list))
+
+
 def test_not_utf8(tmp_path, capsys):
     ds = write_raw(tmp_path / "ds.json", b'{"format": "\xff\xfe"}')
     assert "UTF-8" in construct_fails(ds, tmp_path, capsys, path=False)

@@ -118,7 +118,7 @@ PARTS = {
     # what to evaluate, never how: FF support and sorted projections, the planar argmax table
     "shortcuts": (("shortcuts.py",), 130),
     # the replay driver and the kernel's reading: formats, exact numbers, the certificate's walk
-    "replay": (("__init__.py", "check.py", "errors.py", "evaluate.py", "formats.py", "numbers.py"), 725),
+    "replay": (("__init__.py", "check.py", "errors.py", "evaluate.py", "formats.py", "numbers.py"), 750),
     # one module per claim kind and the protocol they meet, and z3's region queries (with the
     # hook that hands each query to observers for --emit-smt and --cross-check; hat, snap and
     # tau_star split into static, tokens and verdict, so that shards reuse them)

@@ -105,6 +105,7 @@ class Replay:
         self.points = True  # every token is an exact point (not a softmax enclosure)
         self.index: OrderedDict[tuple, Projections] = OrderedDict()  # by key(direction)
         self.old: dict[int, Vec] = {}  # the tokens the last layer changed, as they were before it
+        self._support: tuple = (None, [])  # the last FF layer and its support
 
     def sequences(self) -> tuple[tuple[Vec, ...], ...]:
         return tuple(tuple(self.tokens[o:o + n]) for o, n in zip(self.offsets, self.lengths))
@@ -163,8 +164,10 @@ class Replay:
                 return False
             self._enclosed([apply_ff_token(ff, x) if may_change(x) else x for x in self.tokens])
             return
+        if self._support[0] is not ff:  # a model's equal blocks are one object (read_model)
+            self._support = ff, ff_support(ff)
         candidates: set[int] = set()
-        for sup in ff_support(ff):
+        for sup in self._support[1]:
             if sup.direction is None:
                 candidates = set(range(len(self.tokens)))
                 break

@@ -278,7 +278,8 @@ class Analysis:
         self.failure: str | None = None
         self.bound: fmpq | None = None
         self.uncertain: str | None = None  # the first ReLU the float run may switch: where bounds start to grow
-        self._blocks: dict[tuple[int, str], object] = {}
+        self._last: dict[str, tuple] = {"ff": (None,), "sa": (None,)}  # by layer: (parameters, rounded)
+        self._seen: dict[str, tuple] = {"ff": (None, None), "sa": (None, None)}  # by layer: checked (rounded, X)
         self._rounding: dict[tuple, Rounded] = {}  # by key(values)
         try:
             self.err = [self._input_error(x) for x in flat]
@@ -333,19 +334,26 @@ class Analysis:
             raise Failed(f"{what} may overflow {self.fmt.name} (magnitude bound {approx(value)})")
 
     def _rounded(self, k: int, layer: str):
-        key = (k, layer)
-        if key not in self._blocks:
-            block = self.model.blocks[k]
+        """Layer k's parameters rounded, kept for the layer that follows while
+        it is the same object (a model's equal blocks are: read_model)."""
+        part = getattr(self.model.blocks[k], layer)
+        if self._last[layer][0] is not part:
             if layer == "ff":
-                ff = block.ff
-                W = tuple(self._round(r) for r in ff.W)
+                W = tuple(self._round(r) for r in part.W)
                 writers = tuple(tuple(k for k, (w, h) in enumerate(zip(row.exact, row.hat)) if w or h) for row in W)
-                self._blocks[key] = (self._round((ff.eta,)), tuple(self._round(r) for r in ff.U),
-                                     self._round(ff.b), W, writers)
+                self._last[layer] = part, (self._round((part.eta,)), tuple(self._round(r) for r in part.U),
+                                           self._round(part.b), W, writers)
             else:
-                sa = block.sa
-                self._blocks[key] = (Rounded((sa.rho,), self.fmt), matrix(sa.A, self.fmt), matrix(sa.V, self.fmt))
-        return self._blocks[key]
+                self._last[layer] = part, (Rounded((part.rho,), self.fmt), matrix(part.A, self.fmt),
+                                           matrix(part.V, self.fmt))
+        return self._last[layer][1]
+
+    def _checked(self, layer: str, params) -> bool:
+        """Whether the layer's range checks, which depend on its parameters and
+        the maxima X alone, passed with these very ones (and X is never changed
+        in place): a run of equal blocks that move no token checks the first."""
+        seen, self._seen[layer] = self._seen[layer], (params, self.X)  # if a check fails, the analysis stops
+        return seen[0] is params and seen[1] is self.X
 
     def _round(self, values) -> Rounded:
         """Rounded(values), one per distinct tuple: FF layers repeat their rows."""
@@ -384,8 +392,8 @@ class Analysis:
     # ---- feed-forward
 
     def _ff(self, step, before, after, where: str) -> None:
-        eta, U, b, W, writers = self._rounded(step.block, "ff")
-        for k, row in enumerate(U):
+        eta, U, b, W, writers = params = self._rounded(step.block, "ff")
+        for k, row in enumerate(U if not self._checked("ff", params) else ()):
             self._check_range(add(row.absdot("hat", self.X), b.abs("hat", k)), f"unit {k}'s pre-activation")
         todo = self._ff_reach(step, before, U, b, W, eta)
         done: dict[tuple, tuple] = {}  # equal tokens with equal errors (a cluster at a snap): one bound
@@ -515,18 +523,19 @@ class Analysis:
     # ---- attention
 
     def _sa(self, step, before, after, where: str) -> None:
-        rho, A, V = self._rounded(step.block, "sa")
+        rho, A, V = params = self._rounded(step.block, "sa")
         softmax = self.model.attention == "softmax"
-        for name, m in (("A", A), ("V", V)):
-            self._check_matrix(m, name)
-        scores = A.bilinear(self.X, self.X, "hat")
-        self._check_range(scores, "an attention score")
-        # the low-rank form's scale·⟨x_i, x_l⟩ forms ⟨x̂_i, x̂_l⟩ first, with a scale of 0 too (0·inf = NaN)
-        self._check_range(dot(self.X, self.X), "⟨x_i, x_l⟩ (before the scale)")
-        self._check_range(mul(self.longest, max(self.X, default=0.0)), "the sum of an attention average")
-        if softmax:
-            self._check_range(div(scores, fdown(round_nearest(self.model.temperature, self.fmt))),
-                              "a scaled attention score")
+        if not self._checked("sa", params):
+            for name, m in (("A", A), ("V", V)):
+                self._check_matrix(m, name)
+            scores = A.bilinear(self.X, self.X, "hat")
+            self._check_range(scores, "an attention score")
+            # the low-rank form's scale·⟨x_i, x_l⟩ forms ⟨x̂_i, x̂_l⟩ first, with a scale of 0 too (0·inf = NaN)
+            self._check_range(dot(self.X, self.X), "⟨x_i, x_l⟩ (before the scale)")
+            self._check_range(mul(self.longest, max(self.X, default=0.0)), "the sum of an attention average")
+            if softmax:
+                self._check_range(div(scores, fdown(round_nearest(self.model.temperature, self.fmt))),
+                                  "a scaled attention score")
         if rho.exact[0] == 1 and rho.hat[0] == 1 and V.literal_zero:
             return  # x̂ + 0·(finite) = x̂ exactly
         plain = rho.exact[0] == rho.hat[0] and rho.hat[0] in (0, 1)  # ρ̂ x̂_c is x̂_c or 0, exactly

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from json.decoder import WHITESPACE, JSONArray, JSONObject
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -172,9 +173,9 @@ def parse_document(name: str, raw: bytes) -> Document:
         if out.duplicate is not None:
             repeated.append(out)
         return out
+    options = dict(parse_float=FloatLiteral, parse_constant=NonFinite, parse_int=_parse_int, object_pairs_hook=hook)
     try:
-        value = json.loads(raw.decode("utf-8"), parse_float=FloatLiteral, parse_constant=NonFinite,
-                           parse_int=_parse_int, object_pairs_hook=hook)
+        value = _loads(raw.decode("utf-8"), options)
     except UnicodeDecodeError:
         raise InputError(f"{name}: not UTF-8 text") from None
     except json.JSONDecodeError as exc:
@@ -184,6 +185,33 @@ def parse_document(name: str, raw: bytes) -> Document:
     if repeated:
         raise InputError(f"{name}: {_duplicate_path(value)}")
     return Document(name, raw, value)
+
+
+def _loads(text: str, options: dict):
+    """json.loads(text, **options), but a top-level object's arrays read one
+    element at a time, an element written exactly as the object or array
+    before it taken as that same value: its brackets end it where its text
+    does (not so a number: 12 starts 123). A model's equal blocks are then
+    one value (and one Block: read_model), not one copy each."""
+    start = WHITESPACE.match(text).end()
+    if not text.startswith("{", start):
+        return json.loads(text, **options)
+    scan, last = json.JSONDecoder(**options).scan_once, ["", None]  # the last element's text and value
+
+    def element(s: str, i: int):
+        if last[0] and s.startswith(last[0], i):
+            return last[1], i + len(last[0])
+        value, end = scan(s, i)
+        last[:] = (s[i:end] if isinstance(value, (dict, list)) else ""), value
+        return value, end
+
+    def member(s: str, i: int):
+        last[:] = "", None
+        return JSONArray((s, i + 1), element) if s.startswith("[", i) else scan(s, i)
+    value, end = JSONObject((text, start + 1), True, member, None, options["object_pairs_hook"])
+    if WHITESPACE.match(text, end).end() != len(text):
+        raise json.JSONDecodeError("Extra data", text, end)
+    return value
 
 
 def number(value: object, where: str, digits: int | None = None) -> fmpq:
@@ -341,8 +369,12 @@ def read_model(doc: Document) -> Model:
         temperature = number(top["temperature"], f"{name}: $.temperature")
         if temperature <= 0:
             raise InputError(f"{name}: $.temperature: must be > 0")
-    blocks = []
-    for k, raw in enumerate(array(top["blocks"], f"{name}: $.blocks")):
+    blocks: list[Block] = []
+    raw_blocks = array(top["blocks"], f"{name}: $.blocks")
+    for k, raw in enumerate(raw_blocks):
+        if k and raw is raw_blocks[k - 1]:  # the same text as the block before (parse_document): the same block
+            blocks.append(blocks[-1])
+            continue
         where = f"{name}: $.blocks[{k}]"
         item = fields(raw, where, ("ff", "sa"))
         blocks.append(Block(_ff(item["ff"], d, f"{where}.ff"), _sa(item["sa"], d, f"{where}.sa")))
