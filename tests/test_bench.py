@@ -58,13 +58,16 @@ def test_bench_quick_json(quick):
     assert "exact" in corrupted["failed_kinds"] and corrupted["naive_interpolates"] is False
     blocks = [r["blocks"] for r in doc["width_tradeoff"]]
     assert blocks == sorted(blocks, reverse=True) and blocks[-1] < blocks[0]
+    [noop] = doc["noop"]
+    assert noop["suite"] == "noop-quick" and noop["blocks"] == bench.NOOP["noop-quick"] and noop["verified"] is True
+    assert noop["verify_s"] > 0 and noop["float64_forward_s"] > 0 and noop["verify_maxrss_mib"] > 10
 
 
 @pytest.mark.slow
 def test_results_file_has_every_shape(quick):
     _, doc, out = quick
     lines = (out / "results.jsonl").read_text().splitlines()
-    assert [json.loads(line) for line in lines] == doc["results"]
+    assert [json.loads(line) for line in lines] == doc["results"] + doc["noop"]
     assert doc["files"]["results"] == str(out / "results.jsonl")
 
 
@@ -167,6 +170,24 @@ def test_exponent_fit():
     assert fits["outputs"]["construct"] == pytest.approx(1.0, abs=1e-3)
     assert fits["outputs"]["verify"] == pytest.approx(0.5, abs=1e-3)
     assert bench.exponents(rows[:1]) == {"tokens": None, "outputs": None}
+
+
+def test_the_noop_model_changes_nothing_and_verifies(tmp_path):
+    """The no-op suite's model: 168 bytes a block, one Block object for all of
+    them once read, and audit's certificate (with a float claim) verifies."""
+    from tfcert.verify.formats import parse_document, read_model
+
+    files = bench.noop_files(300)
+    assert 300 * 168 < len(files["model.json"]) < 300 * 168 + 200
+    model = read_model(parse_document("model.json", files["model.json"]))
+    assert len(model.blocks) == 300 and len({id(b) for b in model.blocks}) == 1
+    for name, data in files.items():
+        (tmp_path / name).write_bytes(data)
+    paths = ["--model", str(tmp_path / "model.json"), "--dataset", str(tmp_path / "dataset.json")]
+    assert run_quiet(["-q", "audit", *paths, "--float", "binary64", "-o", str(tmp_path / "c.json")])[0] == 0
+    assert run_quiet(["-q", "verify", *paths, "--certificate", str(tmp_path / "c.json")])[0] == 0
+    assert '"kind": "float"' in (tmp_path / "c.json").read_text()
+    assert bench.choose_shapes(None, ["noop"], False) == []
 
 
 def test_shapes_and_suites():

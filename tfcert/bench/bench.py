@@ -46,6 +46,7 @@ SUITES: dict[str, list[Shape]] = {
     "d-scaling": [(250, 64, 2, d) for d in (4, 32)],
     "naive": [(1, n, 40, 2) for n in (5000, 10000, 20000)],  # with --naive-cap 900: where the naive replay ends
 }
+NOOP: dict[str, int] = {"noop": 300_000, "noop-quick": 3_000}  # suites of one no-op model each: its blocks
 FULL = ("N-scaling", "n-scaling", "tiny", "m-scaling", "d-scaling")  # the default: every suite but quick and naive
 BASE: dict[str, Shape] = {"N": (250, 64, 2, 16), "n": (1, 100, 40, 2), "m": (250, 64, 2, 16), "d": (250, 64, 2, 16)}
 DIMS = "Nnmd"
@@ -89,9 +90,11 @@ def choose_shapes(shapes: list[str] | None, suites: list[str] | None, quick: boo
     """The shapes to measure, in order, each once: the named suites, then
     the --shapes values; without either, the quick suite or every suite."""
     for name in suites or ():
-        if name not in SUITES:
-            raise InputError(f"--suite {name}: expected one of {', '.join(SUITES)}")
-    picked = [s for name in suites or () for s in SUITES[name]] + [s for t in shapes or () for s in parse_shapes(t)]
+        if name not in SUITES and name not in NOOP:
+            raise InputError(f"--suite {name}: expected one of {', '.join([*SUITES, *NOOP])}")
+    picked = [s for name in suites or () for s in SUITES.get(name, ())] + [s for t in shapes or () for s in parse_shapes(t)]
+    if not picked and any(name in NOOP for name in suites or ()):
+        return []  # only no-op models asked for
     if not picked:
         picked = SUITES["quick"] if quick else [s for name in FULL for s in SUITES[name]]
     return list(dict.fromkeys(picked))
@@ -245,6 +248,53 @@ def exponents(rows: list[dict]) -> dict:
                   **{p: round(exponent([r[x] for r in s], [max(r[f"{p}_work_s"], 1e-6) for r in s]), 3)
                      for p in ("construct", "verify")}} if s else None
     return out
+
+
+# ---------------------------------------------------------------- the no-op model (issue 22)
+
+NOOP_BLOCK = {"ff": {"eta": "1", "U": [["0", "0"]], "b": ["0"], "W": [["0"], ["0"]]},
+              "sa": {"rho": "1", "A": {"scale": "0", "low_rank": []}, "V": {"scale": "0", "low_rank": []}}}
+
+
+def noop_files(blocks: int) -> dict[str, bytes]:
+    """A model of ``blocks`` blocks that leave every token as it is (η = 1,
+    U, b, W zero; ρ = 1, A = V = 0), 168 bytes each as json.dumps writes
+    them (300 000 blocks: 50 MB), and a dataset of a few sequences it maps
+    onto themselves."""
+    model = {"format": "tfcert.model/1", "d": 2, "attention": "hardmax", "blocks": [NOOP_BLOCK] * blocks}
+    pairs = [{"input": tokens, "output": tokens} for tokens in
+             ([["1", "2"], ["3", "4"]], [["0", "1"], ["5", "-2"], ["1/2", "7"]], [["-1", "-1"]])]
+    return {"model.json": json.dumps(model).encode(), "dataset.json": _dumps({"format": "tfcert.dataset/1", "d": 2,
+                                                                             "pairs": pairs})}
+
+
+def noop_row(name: str, say: Callable[[str], None]) -> dict:
+    """Verify (and the float64 pass) on the no-op model of suite ``name``; its
+    certificate, with a binary64 float claim, from ``tfcert audit`` (untimed)."""
+    blocks = NOOP[name]
+    with tempfile.TemporaryDirectory(prefix="tfcert-bench-") as tmp:
+        folder = Path(tmp)
+        for file, data in noop_files(blocks).items():
+            (folder / file).write_bytes(data)
+        say("audit (the certificate)")
+        proc = subprocess.run([sys.executable, "-m", "tfcert", "-q", "audit", "--model", str(folder / "model.json"),
+                               "--dataset", str(folder / "dataset.json"), "--float", "binary64",
+                               "-o", str(folder / "certificate.json")], capture_output=True, text=True)
+        if proc.returncode != 0:
+            raise RuntimeError(f"bench: tfcert audit exited {proc.returncode}:\n{proc.stderr[-4000:]}")
+        v, f = run_phase("verify", folder), run_phase("float64", folder)
+        say(f"verify {v['s']:.2f} s, float64 {f['s']:.2f} s")
+        model_mb = (folder / "model.json").stat().st_size / 1e6
+    return {"suite": name, "blocks": blocks, "model_mb": round(model_mb, 1), "verified": v["ok"],
+            "failed_kinds": v["failed"], "verify_s": _r(v["s"]), "verify_work_s": _r(v["work_s"]),
+            "verify_maxrss_mib": v["maxrss_mib"], "float64_forward_s": _r(f["s"]),
+            "float64_maxrss_mib": f["maxrss_mib"], "verify_over_float64": _ratio(v, f)}
+
+
+def noop_line(r: dict) -> str:
+    return (f"no-op model ({r['suite']}): {r['blocks']} blocks, {r['model_mb']} MB; verify {_secs(r['verify_s'])} "
+            f"({'ok' if r['verified'] else 'FAILED'}), peak {r['verify_maxrss_mib']:.0f} MiB; float64 "
+            f"{_secs(r['float64_forward_s'])}; verify/float64 {r['verify_over_float64']:.2f}x")
 
 
 # ---------------------------------------------------------------- the corrupted model
@@ -504,8 +554,9 @@ def run_bench(quick: bool, as_json: bool, out: str | Path = "tfcert-bench", shap
         return run_shards(choose_shapes(shapes, suites, quick) if shapes or suites or quick else default,
                           shards, as_json)
     picked = choose_shapes(shapes, suites, quick)
+    noops = [name for name in NOOP if name in (suites or ()) or quick and name == "noop-quick"]
     folder = _folder(out)
-    rows = []
+    rows, noop_rows = [], []
     with open(folder / "results.jsonl", "w") as log:
         for i, shape in enumerate(picked):
             rows.append(measure(shape, naive_cap, _say(f"[{i + 1}/{len(picked)}] {label(shape)}")))
@@ -513,19 +564,28 @@ def run_bench(quick: bool, as_json: bool, out: str | Path = "tfcert-bench", shap
             log.flush()
             if not as_json:
                 print(shape_line(rows[-1]) + "\n" + float_line(rows[-1]), flush=True)
+        for name in noops:
+            noop_rows.append(noop_row(name, _say(name)))
+            log.write(json.dumps(noop_rows[-1]) + "\n")
+            log.flush()
+            if not as_json:
+                print(noop_line(noop_rows[-1]), flush=True)
+    if not rows:
+        return 0 if all(r["verified"] for r in noop_rows) else 1
     fits = exponents(rows)
     corrupted = corrupted_check(picked[0], naive_cap) if quick else None
     _say("width trade-off")(label(SUITES["quick"][0]))
     trade = width_tradeoff(SUITES["quick"][0])
     files = {**draw(rows, fits, trade, folder), "results": str(folder / "results.jsonl")}
-    ok = all(r["verified"] and r["naive_interpolates"] in (None, True) for r in rows)
+    ok = all(r["verified"] and r["naive_interpolates"] in (None, True) for r in rows) and \
+        all(r["verified"] for r in noop_rows)
     if quick:
         ok = ok and all(r["naive_interpolates"] is True for r in rows) and corrupted["as_expected"]
     if as_json:
         from tfcert.report import json_text
 
-        print(json_text({"results": rows, "exponents": fits, "corrupted": corrupted, "width_tradeoff": trade,
-                         "files": files}))
+        print(json_text({"results": rows, "noop": noop_rows, "exponents": fits, "corrupted": corrupted,
+                         "width_tradeoff": trade, "files": files}))
     else:
         print(summary(fits, corrupted, trade, files))
     return 0 if ok else 1
