@@ -107,8 +107,8 @@ def fup(q: fmpq) -> float:
         f = num / den  # correctly rounded
     except OverflowError:
         return inf if q > 0 else -float_info.max
-    exact = not den & (den - 1) and f not in (0.0, inf, -inf) and rational(f) == q  # only a dyadic can be exact
-    return f if exact else up(f)
+    # f is finite (int / int raises on overflow); only a dyadic can be f exactly, and both ratios are in lowest terms
+    return f if not den & (den - 1) and f.as_integer_ratio() == (num, den) else up(f)
 
 
 def fdown(q: fmpq) -> float:
