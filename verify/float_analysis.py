@@ -674,8 +674,7 @@ class Analysis:
         if not all(is_point(x) for x in seq):
             raise Failed("softmax attention over enclosures (a second scored layer) is not analysed")
         table = Scores(sa.A, list(seq))
-        fmt, c, n, d = self.fmt, self.c, len(seq), self.d
-        tau = self.model.temperature
+        fmt, c, n, d, tau = self.fmt, self.c, len(seq), self.d, self.model.temperature
         tau_hat = round_nearest(tau, fmt)
         tau_f = fdown(tau_hat)  # a number of the format: exact
         inv_err = fup(abs(1 / tau_hat - 1 / tau))
