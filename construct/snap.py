@@ -14,10 +14,11 @@ coordinate 2 by more than R', so each snap's units are zero — not merely
 cancelling — on every token but its own cluster: placed targets and the
 codes still waiting all lie below its window.
 
-Radii: R' = min(gap/2, 1/2), r = 3R'/4, gap the least distance between two
-codes. Then r + R' < gap keeps every other code's plateau outside the window,
-and R' ≤ 1/2 keeps every placed target out (codes exceed max|y_1| + 1). The
-design's r = gap/8 would be sound too; a wider plateau gives a larger τ*.
+Radii: R' the largest power of two within gap/2 and min(code) − max y_1 − 1,
+r = 3R'/4, gap the least distance between two codes. Then r + R' < gap keeps
+every other code's plateau outside the window, and every placed target stays
+1 below every window (codes exceed max y_1 + 3/2, so R' ≥ 1/2). A wider plateau
+gives a larger τ* and absorbs the rounding of large codes.
 """
 from __future__ import annotations
 
@@ -32,7 +33,7 @@ from tfcert.verify.formats import FF, Block, Dataset
 from tfcert.verify.numbers import ONE, Vec, scale, sub, unit
 
 UNITS = 4
-SHIFT = fmpq(1, 512)  # a snap's centre lies within this below its code
+SHIFT = fmpq(1, 512)  # a snap's centre lies within this below its code (more for codes beyond 2^15: centre_step)
 
 
 @dataclass(frozen=True)
@@ -57,19 +58,42 @@ class Snap:
         return v1, v2, v3, v4
 
 
-def radii(codes: list[fmpq]) -> tuple[fmpq, fmpq]:
-    """(r, R') for codes at least ``gap`` apart."""
+def radii(codes: list[fmpq], top: fmpq) -> tuple[fmpq, fmpq]:
+    """(r, R'): R' the largest power of two within half the least gap between
+    codes and 1 above ``top``, every target's coordinate 2 (a target left by
+    a higher snap must stay off every lower one), r = 3R'/4: the plateau
+    grows with the codes' spacing, and with it the room for their rounding
+    (codes above targets of 1e7 are that large, and err as much); powers of
+    two keep the breakpoints exact."""
     gap = min_gap(sorted(codes))
-    reach = min(gap / 2, fmpq(1, 2)) if gap is not None else fmpq(1, 2)
+    limit = min(gap / 2 if gap is not None else fmpq(1, 2), max(min(codes) - top - 1, fmpq(1, 2)))
+    reach = fmpq(1, 2)
+    while 2 * reach <= limit:
+        reach *= 2
     return 3 * reach / 4, reach
 
 
-def noise_radius(leaders: tuple[Leader, ...], d: int) -> fmpq:
+def centre_step(largest: fmpq) -> fmpq:
+    """The least power of two ≥ SHIFT whose multiples below ``largest`` have at
+    most 24 significant bits: centres (and so breakpoints) exact in binary32."""
+    step = SHIFT
+    while largest >= 2 ** 24 * step:
+        step *= 2
+    return step
+
+
+def top_target(dataset: Dataset) -> fmpq:
+    """Every target's coordinate 2 is at most this (the codes lie above it)."""
+    return max(y[UP] for p in dataset.pairs for y in p.output)
+
+
+def noise_radius(leaders: tuple[Leader, ...], d: int, top: fmpq) -> fmpq:
     """The radius left around each code for softmax noise: the plateau
     radius r less the centre's shift and less r/8, kept for the rounding of
     a float run."""
-    r, _ = radii([l.code(d) for l in leaders])
-    return r - SHIFT - r / 8
+    codes = [l.code(d) for l in leaders]
+    r, reach = radii(codes, top)
+    return r - centre_step(max(codes) + reach) - r / 8
 
 
 def snap_ff(snaps: list[Snap], d: int) -> FF:
@@ -95,19 +119,20 @@ def snap_phase(dataset: Dataset, collapsed: Phase, leaders: tuple[Leader, ...], 
     """The snaps' blocks and claims, and the tokens after them: the targets.
     ``collapsed``'s tokens are the hardmax collapse outputs code·e_2;
     softmax must leave each within noise_radius of them. Centres are codes
-    rounded down to a multiple of SHIFT, so every breakpoint is exact in
+    rounded down to a multiple of centre_step, so every breakpoint is exact in
     binary64 and binary32 alike."""
     d, seqs, first_block = dataset.d, collapsed.tokens, collapsed.span[1]
     e = unit(d, UP)
     codes = {l: l.code(d) for l in leaders}
-    r, reach = radii(list(codes.values()))
+    r, reach = radii(list(codes.values()), top_target(dataset))
+    step = centre_step(max(codes.values()) + reach)
     position = {p.index: j for j, p in enumerate(dataset.pairs)}
     snaps = []
     for leader in sorted(leaders, key=codes.get, reverse=True):
         j = position[leader.sequence]
         cluster = scale(codes[leader], e)
         moves = tuple((leader.sequence, i) for i, x in enumerate(seqs[j]) if x == cluster)
-        centre = dyadic_near(codes[leader], SHIFT)
+        centre = dyadic_near(codes[leader], step)
         snaps.append(Snap(centre, r, reach, dataset.pairs[j].output[leader.output], moves))
     blocks, claims = [], []
     for start in range(0, len(snaps), per_layer):

@@ -7,7 +7,7 @@ from __future__ import annotations
 from flint import ctx, fmpq
 
 from tfcert.construct.phase import Phase
-from tfcert.construct.snap import noise_radius
+from tfcert.construct.snap import noise_radius, top_target
 from tfcert.verify.claims.tau_star import RESOLUTION, closed_form_ok, constrained, max_bound
 from tfcert.verify.enclose import PREC, Noise, ball, bounds, noise, rank_one
 from tfcert.verify.layers import Scores, attention_of
@@ -99,7 +99,7 @@ def closed_form(tokens: list[tuple[fmpq, fmpq]], radius: fmpq) -> fmpq | None:
 def tau_star_claim(dataset: Dataset, lead: Phase) -> tuple[fmpq, dict]:
     """τ* and the certificate's tau_star claim for the collapse, the SA of
     the leader phase's last block, on the leaders' tokens."""
-    block, radius = lead.span[1] - 1, noise_radius(lead.leaders, dataset.d)
+    block, radius = lead.span[1] - 1, noise_radius(lead.leaders, dataset.d, top_target(dataset))
     noises = collapse_noise(lead.blocks[-1].sa, lead.tokens)
     if not any(n.terms for row in noises for n in row):
         tau, step = ONE, None  # no token has noise: every temperature works

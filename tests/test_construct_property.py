@@ -9,6 +9,9 @@ from pathlib import Path
 import pytest
 from conftest import REPO, dataset_json, datasets, write_json
 from hypothesis import HealthCheck, example, given, settings
+from hypothesis import strategies as st
+from fractions import Fraction
+from flint import fmpq
 from naive import forward, q
 
 from tfcert.construct.build import construct
@@ -102,3 +105,30 @@ def test_phases_chain(example, attention):
     assert coll.temperature == construction.model.temperature
     for tokens, pair in zip(phases["interpolation"].tokens, dataset.pairs):
         assert set(tokens) == set(pair.output)
+
+
+@given(st.lists(st.fractions(min_value=2, max_value=2 ** 40), min_size=1, max_size=6, unique=True),
+       st.fractions(min_value=-2 ** 30, max_value=1))
+def test_snap_breakpoints_are_exact_in_binary32_and_stay_above_every_target(raw, top):
+    """Positive codes at least 1 apart above top + 3/2, as the leader phase places them: the snaps'
+    radii are powers of two (r = 3R'/4) within half the least gap and 1 above every target, and
+    their centres multiples of a power of two fine enough for the codes' magnitude, so every
+    breakpoint is a binary32 number, whatever the codes' size."""
+    from tfcert.construct.snap import Snap, centre_step, radii
+    from tfcert.construct.hats import dyadic_near
+    from tfcert.verify.floats import FORMATS, round_nearest
+
+    codes = sorted({max(top, 0) + Fraction(3, 2) + 1 + k + x for k, x in enumerate(sorted(raw))})  # positive
+    codes = [fmpq(c.numerator, c.denominator) for c in codes]
+    top = fmpq(top.numerator, top.denominator)
+    r, reach = radii(codes, top)
+    assert reach >= fmpq(1, 2) and r == 3 * reach / 4 and (reach.p == 1 or reach.q == 1)
+    step = centre_step(max(codes) + reach)
+    for c in codes:
+        snap = Snap(dyadic_near(c, step), r, reach, (), ())
+        points = snap.breakpoints
+        assert points[0] > top + 1 - step and c - step <= snap.center <= c
+        if reach >= 4 * step:
+            assert all(round_nearest(p, FORMATS["binary32"]) == p for p in points)
+    gaps = [b - a for a, b in zip(codes, codes[1:])]
+    assert not gaps or r + reach <= min(gaps)
