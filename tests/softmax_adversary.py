@@ -14,19 +14,19 @@ it carries into later layers), not only with the final claim."""
 from __future__ import annotations
 
 import itertools
-import random
 from fractions import Fraction as F
 
 from flint import arb, ctx, fmpq
 
+from floatemu import ORDERS, Arithmetic
+
 from tfcert.verify.evaluate import Replay
 from tfcert.verify.float_analysis import Analysis
-from tfcert.verify.floats import FORMATS, round_nearest
+from tfcert.verify.floats import FORMATS
 from tfcert.verify.formats import dumps, parse_document, read_model
 from tfcert.verify.layers import apply_ff
 
 FORMS = ("dense_q", "dense_k", "lr_q", "lr_k", "lr_sum")
-ORDERS = ("forward", "reverse", "random", "fma")
 
 
 def s(x) -> str:
@@ -93,27 +93,8 @@ def _spacing(x: fmpq, fmt) -> fmpq:
     return fmpq(2) ** (e - fmt.precision + 1)
 
 
-class Run:
-    """The arithmetic of one float run: its format, order, and a seeded rng for the random order."""
-
-    def __init__(self, fmt: str, order: str, seed: int = 0):
-        self.fmt, self.order, self.rng = FORMATS[fmt], order, random.Random(seed)
-
-    def r(self, x: fmpq) -> fmpq:
-        return round_nearest(x, self.fmt)
-
-    def dot(self, pairs) -> fmpq:
-        pairs = list(pairs)
-        if self.order == "reverse":
-            pairs.reverse()
-        elif self.order == "random":
-            self.rng.shuffle(pairs)
-        if not pairs:
-            return fmpq(0)
-        acc = self.r(pairs[0][0] * pairs[0][1])
-        for a, b in pairs[1:]:
-            acc = self.r(a * b + acc) if self.order == "fma" else self.r(self.r(a * b) + acc)
-        return acc
+class Run(Arithmetic):
+    """The arithmetic of one float run (tests/floatemu.py), with exp at either end of its 2 ulps."""
 
     def exp(self, t: fmpq, push: int) -> fmpq:
         """exp(t) correctly rounded (push 0), or the farthest number of the
