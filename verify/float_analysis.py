@@ -375,12 +375,15 @@ class Analysis:
             else:
                 self._sa(step, flat_before, flat_after, where)
             if self._give_up is not None and self.worst > self._give_up:
-                raise Failed(f"an error bound exceeds {approx(self.give_up_above)}")
+                raise Failed(self._gave_up())
         except (Failed, OverflowError) as exc:
             self.failure = f"{where}: {exc}" + (f" (the first ReLU a float run may switch: {self.uncertain})"
                                                  if self.uncertain else "")
         except (ArithmeticError, ValueError) as exc:  # ValueError: inf − inf in a sum (fsum)
             self.failure = f"{where}: not checked: {exc}"
+
+    def _gave_up(self) -> str:
+        return f"an error bound exceeds {approx(self.give_up_above)}"
 
     def finish(self) -> None:
         worst = max((max(e, default=0.0) for e in self.err), default=0.0)
@@ -403,6 +406,8 @@ class Analysis:
                 done[same] = self._ff_token(before[g], self.err[g], self.mag[g], eta, U, b, W, writers,
                                             lambda: f"{where}: token {self._ref(g)}")
             self.err[g] = done[same] if same is not None else done.pop(None)
+            if self._give_up is not None and max(self.err[g], default=0.0) > self._give_up:
+                raise Failed(self._gave_up())  # at once: a low precision may make every token uncertain
         if len(todo) == len(before):
             self._refresh(after)
         else:
