@@ -9,8 +9,8 @@ from flint import ctx, fmpq
 from tfcert.construct.phase import Phase
 from tfcert.construct.snap import noise_radius, top_target
 from tfcert.verify.claims.tau_star import RESOLUTION, closed_form_ok, constrained, max_bound
-from tfcert.verify.enclose import PREC, Noise, ball, bounds, noise, rank_one
-from tfcert.verify.layers import Scores, attention_of
+from tfcert.verify.enclose import PREC, Noise, ball, bounds, rank_one
+from tfcert.verify.layers import scored
 from tfcert.verify.formats import SA, Dataset
 from tfcert.verify.numbers import ONE, ZERO, Vec, dot
 
@@ -21,17 +21,10 @@ REASON = ("each term exp(-gap/tau)*spread of a token's noise bound increases wit
 
 
 def collapse_noise(sa: SA, seqs: list[list[Vec]]) -> tuple[tuple[Noise, ...], ...]:
-    """Every token's noise terms at the collapse layer (inputs exact)."""
+    """Every token's noise terms at the collapse layer (inputs exact), as
+    the replay works them out (one per distinct query)."""
     _, v = rank_one(sa.V)
-    out = []
-    for X in seqs:
-        values = [dot(v, x) for x in X]
-        row, table = [], Scores(sa.A, X)
-        for i in range(len(X)):
-            s = table.row(i)
-            row.append(noise(s, values, attention_of(s).argmax))
-        out.append(tuple(row))
-    return tuple(out)
+    return tuple(tuple(nz for _, nz, _ in scored(sa.A, X, [dot(v, x) for x in X])[2]) for X in seqs)
 
 
 def rounded(x: fmpq, bits: int, up: bool) -> fmpq:

@@ -437,7 +437,7 @@ def test_softmax_tight_path_underflowed_weight_gets_two_ulps():
     ds = {"format": "tfcert.dataset/1", "d": 4,
           "pairs": [{"input": [[s(v) for v in xa], [s(v) for v in xl]], "output": [[s(v) for v in y]]}]}
     with ctx.workprec(128):
-        radius = bounds(noise_bound(Noise(fmpq(1, 2 ** 500), ((fmpq(2 ** 11), fmpq(2 ** 530) - fmpq(1, 2 ** 500)),)),
+        radius = bounds(noise_bound(Noise(fmpq(1, 2 ** 500), ((fmpq(2 ** 11), fmpq(2 ** 530) - fmpq(1, 2 ** 500), 1),)),
                                     fmpq(1)))[1]
     phases = [
         {"name": "collapse", "blocks": [0, 1], "claims": [

@@ -161,35 +161,40 @@ def width(x: Token) -> fmpq:
 
 @dataclass(frozen=True)
 class Noise:
-    """Token i's collapse noise |t − μ_S| ≤ Σ exp(−Δ_l/τ)·D_l: μ_S is the
-    mean of v·x over the argmax set S, Δ_l > 0 the score gap of l ∉ S and
-    D_l = |v·x_l − μ_S|/|S| (since Z ≥ |S|·exp(s_max/τ))."""
+    """Token i's collapse noise |t − μ_S| ≤ Σ k·exp(−Δ_l/τ)·D_l: μ_S is the
+    mean of v·x over the argmax set S, Δ_l > 0 the score gap of l ∉ S,
+    D_l = |v·x_l − μ_S|/|S| (since Z ≥ |S|·exp(s_max/τ)) and k the number
+    of tokens l that share this score and value."""
     centre: fmpq
-    terms: tuple[tuple[fmpq, fmpq], ...]  # (Δ_l, D_l), D_l > 0
+    terms: tuple[tuple[fmpq, fmpq, int], ...]  # (Δ_l, D_l, k), D_l > 0
 
 
-def noise(s: list[fmpq], values: list[fmpq], argmax: tuple[int, ...]) -> Noise:
-    mu = sum((values[l] for l in argmax), fmpq(0)) / len(argmax)
-    best = s[argmax[0]]
-    terms = tuple((best - s[l], abs(values[l] - mu) / len(argmax))
-                  for l in range(len(s)) if l not in argmax and values[l] != mu)
+def noise(s: list[fmpq], values: list[fmpq], sizes: list[int]) -> Noise:
+    """From one score and one value per group of ``sizes`` tokens."""
+    best = max(s)
+    top = [c for c, v in enumerate(s) if v == best]
+    count = sum(sizes[c] for c in top)
+    mu = sum((sizes[c] * values[c] for c in top), fmpq(0)) / count
+    terms = tuple((best - s[c], abs(values[c] - mu) / count, sizes[c])
+                  for c in range(len(s)) if s[c] != best and values[c] != mu)
     return Noise(mu, terms)
 
 
 def noise_bound(n: Noise, tau: fmpq) -> arb:
-    """Σ exp(−Δ/τ)·D, enclosed; every term increases with τ."""
+    """Σ k·exp(−Δ/τ)·D, enclosed; every term increases with τ."""
     with ctx.workprec(PREC):
         total = arb(0)
-        for gap, spread in n.terms:
-            total += (-ball(gap / tau)).exp() * ball(spread)
+        for gap, spread, k in n.terms:
+            total += (-ball(gap / tau)).exp() * ball(k * spread)
         return total
 
 
-def softmax_ball(s: list[fmpq], values: list, tau: fmpq) -> arb:
-    """Σ_l π_l·values_l with π = softmax(s/τ), enclosed (values exact or balls)."""
+def softmax_ball(s: list[fmpq], values: list, tau: fmpq, sizes: list[int]) -> arb:
+    """Σ_l π_l·values_l with π = softmax(s/τ), enclosed (values exact or
+    balls; ``sizes``: how many tokens each score and value stands for)."""
     best = max(s)
     with ctx.workprec(PREC):
-        weights = [(ball((v - best) / tau)).exp() for v in s]
+        weights = [(ball((v - best) / tau)).exp() * k for v, k in zip(s, sizes)]
         total = arb(0)
         for w, x in zip(weights, values):
             total += w * x

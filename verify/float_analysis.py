@@ -623,32 +623,27 @@ class Analysis:
     def _seq_max(self, vectors) -> list:
         return [max(column) for column in zip(*vectors)]
 
-    def _centred(self, A: Matrix, seq, mags, errs, i: int, a: int, cache: dict):
-        """A function of l bounding |(ŝ_l − ŝ_a) − (s_l − s_a)| for query i:
+    def _centred(self, A: Matrix, seq, mags, errs, i: int, a: int):
+        """error(m, e, dist) bounds |(ŝ_l − ŝ_a) − (s_l − s_a)| for query i and
+        any token l with |x̂_l| ≤ m, |x̂_l − x_l| ≤ e and |x_l − x_a| ≤ dist:
         ⟨Âx̂_i − Ax_i, x̂_l − x̂_a⟩ + ⟨Ax_i, (x̂_l − x_l) − (x̂_a − x_a)⟩ + ρ_l − ρ_a,
         ρ the rounding of a score alone — the query's error enters through
-        |x̂_l − x̂_a|, so competitors near x_a move with it. ``cache``: each
-        token's side of the rounding bound, per sequence."""
+        |x̂_l − x̂_a|, so competitors near x_a move with it."""
         zero, xi = [0.0] * self.d, [fup(abs(v)) for v in seq[i]]
         dq = [add(p, q) for p, q in zip(A.apply_delta(mags[i]), A.apply_abs(errs[i]))]
         ax = A.apply_abs(xi)
+        rho_a = self._score_error(A, mags[a], zero)(mags[i], zero, xi)
 
-        def rho(l: int) -> float:
-            if l not in cache:
-                cache[l] = self._score_error(A, mags[l], zero)
-            return cache[l](mags[i], zero, xi)
-        rho_a = rho(a)
-
-        def error(l: int) -> float:
-            both = [add(p, q) for p, q in zip(errs[l], errs[a])]
-            near = [add(fup(abs(v - w)), b) for v, w, b in zip(seq[l], seq[a], both)]
-            return add(dot(dq, near), dot(ax, both), rho(l), rho_a)
+        def error(m: list, e: list, dist: list) -> float:
+            both = [add(p, q) for p, q in zip(e, errs[a])]
+            near = [add(p, q) for p, q in zip(dist, both)]
+            return add(dot(dq, near), dot(ax, both), self._score_error(A, m, zero)(mags[i], zero, xi), rho_a)
         return error
 
     def _hardmax(self, attention, seq, mags, errs, A: Matrix, sa: SA, j: int) -> list:
         M, E = self._seq_max(mags), self._seq_max(errs)
         score_error = self._score_error(A, M, E)
-        table, cache, out = None, {}, []
+        table, out = None, []
         for i, (att, x, e) in enumerate(zip(attention, seq, errs)):
             if len(att.argmax) > 1:
                 raise Failed(f"token [{j}, {i}]: tied argmax {list(att.argmax)}; the float run may break the tie")
@@ -656,11 +651,13 @@ class Analysis:
             delta = score_error(mags[i], e, [fup(abs(v)) for v in x])
             if att.gap is not None and not fdown(att.gap) > 2 * delta:  # each close competitor on its own
                 table = table or Scores(sa.A, list(seq))
-                s, centred = table.row(i), self._centred(A, seq, mags, errs, i, a, cache)
+                s, centred = table.row(i), self._centred(A, seq, mags, errs, i, a)
                 for l, v in enumerate(s):
-                    if l != a and not fdown(s[a] - v) > 2 * delta and not fdown(s[a] - v) > centred(l):
-                        raise Failed(f"token [{j}, {i}]: argmax gap {approx(s[a] - v)} to token {l} ≤ its score "
-                                     f"difference's error {approx(centred(l))}")
+                    if l != a and not fdown(s[a] - v) > 2 * delta:
+                        bound = centred(mags[l], errs[l], [fup(abs(p - q)) for p, q in zip(seq[l], seq[a])])
+                        if not fdown(s[a] - v) > bound:
+                            raise Failed(f"token [{j}, {i}]: argmax gap {approx(s[a] - v)} to token {l} ≤ its "
+                                         f"score difference's error {approx(bound)}")
             out.append((errs[a], mags[a]))  # one argmax: copied exactly
         return out
 
@@ -675,7 +672,10 @@ class Analysis:
         move together); elsewhere the sequence's. Around the exact mean; also
         centred on x_a, so that the weights' errors scale the tokens'
         distances from x_a, not their magnitudes; and with a unique exact
-        argmax around x_a directly, the other float weights staying tiny."""
+        argmax around x_a directly, the other float weights staying tiny.
+        Tokens whose score columns agree (Scores.columns: a collapse's
+        non-leaders) share one score, weight and bound, and the sums below
+        take their group's sums of magnitudes, errors and distances."""
         if not all(is_point(x) for x in seq):
             raise Failed("softmax attention over enclosures (a second scored layer) is not analysed")
         table = Scores(sa.A, list(seq))
@@ -691,17 +691,25 @@ class Analysis:
         floor = fup(((2 * n + 2) * (1 + gq) * (1 + fmt.unit) / ((1 - ulp4q) * (1 - gq)) + fmpq(1, 2)) * fmt.tiny)
         n_tiny = mul(n, c.tiny)
         any_error = self._score_error(A, self._seq_max(mags), self._seq_max(errs))
-        rounding: dict[int, object] = {}  # for _centred
+        base = [tuple(range(n))] if A.literal_zero else table.columns()
         absx = [[fup(abs(v)) for v in x] for x in seq]
-        distance: dict[int, list] = {}  # per argmax token a: |x_l − x_a| per l and coordinate
+        parts: dict[int, tuple] = {}  # per argmax token a: its groups ({a} first) and their sums and maxima
         out = []
         for i, (x, e) in enumerate(zip(seq, errs)):
-            s = [fmpq(0)] * n if A.literal_zero else table.row(i)
-            smax = max(s)
-            a = s.index(smax)
-            if a not in distance:
-                distance[a] = [[fup(abs(v - w_)) for v, w_ in zip(xl, seq[a])] for xl in seq]
-            dist, m_a, e_a = distance[a], mags[a], errs[a]
+            s0 = [fmpq(0)] if A.literal_zero else table.row(i, [gr[0] for gr in base])
+            smax = max(s0)
+            a = base[s0.index(smax)][0]
+            if a not in parts:
+                groups = [(a,)] + [rest for gr in base if (rest := tuple(l for l in gr if l != a))]
+                dist = [[fup(abs(v - w_)) for v, w_ in zip(xl, seq[a])] for xl in seq]
+                parts[a] = (groups, *[[[add(*(rows[l][k] for l in grp)) for k in range(d)] for grp in groups]
+                              for rows in (mags, errs, dist)],
+                            *[[[max(rows[l][k] for l in grp) for k in range(d)] for grp in groups]
+                              for rows in (mags, errs, dist)])
+            groups, g_mag, g_err, g_dist, x_mag, x_err, x_dist = parts[a]
+            s = table.row(i, [grp[0] for grp in groups]) if not A.literal_zero else [fmpq(0)] * len(groups)
+            size = [float(len(grp)) for grp in groups]  # < 2^53: exact
+            m_a, e_a = mags[a], errs[a]
             ds = 0.0 if A.literal_zero else any_error(mags[i], e, absx[i])
             big = fup(max(abs(v) for v in s))
             scaled = div(add(big, ds), tau_f)  # |ŝ/τ̂|
@@ -709,21 +717,21 @@ class Analysis:
             worst = add(div(ds, tau_f), mul(big, inv_err), mul(2 * c.unit, scaled), c.tiny)  # |ẑ_l − z_l|, ẑ = fl(ŝ/τ̂)
             # ... and each subtraction of the float max errs by u|ẑ_l − max|
             omega = [add(2 * worst, mul(c.unit, add(fup((smax - v) / tau), 4 * worst))) for v in s]
-            omega[a] = 0.0
+            omega[0] = 0.0  # a itself
             with ctx.workprec(PREC):
                 w = [arb((v - smax) / tau).exp() for v in s]  # e^{z_l − z_a}: the exact weights times Σ w
-                total = sum(w, arb(0))
+                total = sum((wl * int(k) for wl, k in zip(w, size)), arb(0))
                 zeta_any = arb(rational(max(omega))).exp() / (1 - ulp4q) - 1
-            heavy = [l for l in range(n) if l != a and not A.literal_zero and w[l] * zeta_any > 2 ** -30]
-            centred = self._centred(A, seq, mags, errs, i, a, rounding) if heavy else None
-            for l in heavy:
-                pair = add(div(centred(l), tau_f), mul(fup(abs(s[l] - smax)), inv_err), mul(4 * c.unit, scaled),
-                           2 * c.tiny, mul(c.unit, add(fup((smax - s[l]) / tau), 4 * worst)))
-                omega[l] = min(omega[l], pair)
+            heavy = [k for k in range(1, len(groups)) if not A.literal_zero and w[k] * zeta_any > 2 ** -30]
+            centred = self._centred(A, seq, mags, errs, i, a) if heavy else None
+            for k in heavy:
+                pair = add(div(centred(x_mag[k], x_err[k], x_dist[k]), tau_f), mul(fup(abs(s[k] - smax)), inv_err),
+                           mul(4 * c.unit, scaled), 2 * c.tiny, mul(c.unit, add(fup((smax - s[k]) / tau), 4 * worst)))
+                omega[k] = min(omega[k], pair)
             with ctx.workprec(PREC):
                 p = [wl / total for wl in w]
                 zeta = [arb(rational(v)).exp() / (1 - ulp4q) - 1 for v in omega]
-                H = arb_up(sum((pl * zl for pl, zl in zip(p, zeta)), arb(0)))
+                H = arb_up(sum((pl * zl * int(k) for pl, zl, k in zip(p, zeta, size)), arb(0)))
                 factor = spread / (1 - arb(rational(H))) if H < 1 else None
                 kappa = [inf if factor is None else arb_up((1 + zl) * factor - 1) for zl in zeta]
                 w_hat = [mul(add(mul(add(1.0, ulp4), arb_up(wl * arb(rational(v)).exp())), mul(EXP_ULPS, c.tiny)), norm)
@@ -732,28 +740,28 @@ class Analysis:
             lo_w = [add(mul(k, pl), floor) for k, pl in zip(kappa, pu)]  # the weight's error bound
             hi_w = [add(mul(add(1.0, k), pl), floor) for k, pl in zip(kappa, pu)]  # the float weight's magnitude
             em = [add(*(add(mul(lw, mg[k]), mul(pl, er[k]), mul(g, mul(hw, mg[k])))
-                        for lw, hw, pl, mg, er in zip(lo_w, hi_w, pu, mags, errs)), n_tiny) for k in range(d)]
+                        for lw, hw, pl, mg, er in zip(lo_w, hi_w, pu, g_mag, g_err)), n_tiny) for k in range(d)]
             # centred on x_a: Σ p̂_l x̂_l − Σ p_l x_l = Σ (p̂_l − p_l)(x̂_l − x_a) + x_a (Σ p̂ − 1) + Σ p_l (x̂_l − x_l),
             # with |Σ p̂ − 1| ≤ 2γ: the weights' errors scale the tokens' distances from x_a, not their magnitudes
             g2 = add(2 * g, mul(g, g))
             em = [min(em[k], add(*(add(mul(lw, add(dl[k], er[k])), mul(pl, er[k]), mul(g, mul(hw, mg[k])))
-                                   for lw, hw, pl, dl, mg, er in zip(lo_w, hi_w, pu, dist, mags, errs)),
+                                   for lw, hw, pl, dl, mg, er in zip(lo_w, hi_w, pu, g_dist, g_mag, g_err)),
                                  mul(g2, m_a[k]), n_tiny)) for k in range(d)]
-            mm = [add(*(mul(hw, mg[k]) for hw, mg in zip(hi_w, mags))) for k in range(d)]
+            mm = [add(*(mul(hw, mg[k]) for hw, mg in zip(hi_w, g_mag))) for k in range(d)]
             if s.count(smax) == 1:
-                others = [l for l in range(n) if l != a]
                 sum_error = add(g, n_tiny)  # |Σ p̂ − 1|: γ, and each weight's rounding where it is subnormal
                 lead = add(sum_error, mul(g, add(1.0, g)))
                 for k in range(d):
                     # m̂ − m = (x̂_a − x_a) + x̂_a (Σ p̂ − 1) + Σ_{l≠a} [p̂_l (x̂_l − x̂_a) − p_l (x_l − x_a)] + rounding,
                     # as m = x_a + Σ_{l≠a} p_l (x_l − x_a); with p̂_l, p_l ≤ ŵ_l each bracket is at most
                     # ŵ_l (|x_l − x_a| + e_l + e_a), and the rounding at most γ·Σ p̂_l |x̂_l| with p̂_a ≤ 1 + γ
-                    near = add(*(mul(w_hat[l], add(dist[l][k], errs[l][k], e_a[k], mul(g, mags[l][k])))
-                                 for l in others))
+                    near = add(*(mul(w_hat[q], add(g_dist[q][k], g_err[q][k], mul(size[q], e_a[k]), mul(g, g_mag[q][k])))
+                                 for q in range(1, len(groups))))
                     em[k] = min(em[k], add(e_a[k], mul(lead, m_a[k]), near, n_tiny))
                     # |m̂| ≤ (1 + γ)(|x̂_a| Σ p̂ + Σ_{l≠a} p̂_l |x̂_l − x̂_a|)
                     mm[k] = min(mm[k], mul(add(1.0, g), add(mul(add(1.0, sum_error), m_a[k]),
-                                                            *(mul(w_hat[l], add(mags[l][k], m_a[k])) for l in others))))
+                                                            *(mul(w_hat[q], add(g_mag[q][k], mul(size[q], m_a[k])))
+                                                              for q in range(1, len(groups))))))
             if inf in em or inf in mm:
                 raise Failed(f"token [{j}, {i}]: the softmax weights' errors are unbounded (H = {approx(H)} ≥ 1)")
             out.append((em, mm))

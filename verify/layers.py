@@ -12,10 +12,10 @@ from dataclasses import dataclass
 
 from flint import arb, ctx, fmpq
 
-from tfcert.verify.enclose import (PREC, Path, Token, as_balls, bounds, box, is_point, noise, noise_bound, path,
-                                   rank_one, softmax_ball)
+from tfcert.verify.enclose import (PREC, Noise, Path, Token, as_balls, bounds, box, is_point, noise, noise_bound,
+                                   path, rank_one, softmax_ball)
 from tfcert.verify.formats import FF, SA, LowRank
-from tfcert.verify.numbers import ZERO, Vec, add, dot, scale, sub, zero
+from tfcert.verify.numbers import ZERO, Vec, add, dot, key, scale, sub, zero
 
 
 
@@ -73,20 +73,39 @@ class Scores:
         self.queries = [tuple(dot(v, x) for _, v in A.terms) for x in X]
         self.keys = [tuple(dot(u, x) for u, _ in A.terms) for x in X]
 
-    def row(self, i: int) -> list[fmpq]:
+    def row(self, i: int, at: list[int] | None = None) -> list[fmpq]:
+        """Row i's scores, at the tokens ``at`` (default: every token)."""
         q, scale, xi = self.queries[i], self.A.scale, self.X[i]
         out = []
-        for x, k in zip(self.X, self.keys):
+        for l in range(len(self.X)) if at is None else at:
+            x, k = self.X[l], self.keys[l]
             total = scale * dot(xi, x) if scale != 0 else ZERO
             for a, b in zip(q, k):
                 total += a * b
             out.append(total)
         return out
 
+    def query(self, i: int) -> tuple:
+        """What row i is a function of: tokens with equal queries have equal rows."""
+        return key(self.queries[i]) if self.A.scale == 0 else key(self.X[i])
 
-def attention_of(s: list[fmpq]) -> Attention:
+    def columns(self, values: list[fmpq] | None = None) -> list[tuple[int, ...]]:
+        """The tokens grouped by their column of scores (and their ``values``),
+        in order of first occurrence: one score, or one value, stands for a
+        group's tokens in every row (a collapse's non-leaders are one group)."""
+        groups: dict[tuple, list[int]] = {}
+        for l in range(len(self.X)):
+            name = key(self.keys[l]) if self.A.scale == 0 else key(self.X[l])
+            groups.setdefault(name if values is None else (name, values[l].p, values[l].q), []).append(l)
+        return [tuple(g) for g in groups.values()]
+
+
+def attention_of(s: list[fmpq], groups: list[tuple[int, ...]] | None = None) -> Attention:
+    """Hardmax attention from the scores ``s``, one per token or, with
+    ``groups`` (Scores.columns), one per group of tokens."""
     best = max(s)
-    argmax = tuple(l for l, v in enumerate(s) if v == best)
+    top = [c for c, v in enumerate(s) if v == best]
+    argmax = tuple(top) if groups is None else tuple(sorted(l for c in top for l in groups[c]))
     rest = [v for v in s if v != best]
     return Attention(argmax, best - max(rest) if rest else None)
 
@@ -167,19 +186,33 @@ def sa_rank_one(sa: SA, X: list[Vec], tau: fmpq, below: bool) -> tuple[list[Toke
     u, v = rank_one(sa.V)
     values = [dot(v, x) for x in X]
     floor, ceil = min(values), max(values)
-    out, table, noises = [], [], []
-    rows = Scores(sa.A, X)
-    for i, x in enumerate(X):
-        s = rows.row(i)
-        att = attention_of(s)
-        nz = noise(s, values, att.argmax)
-        if below:
-            b = bounds(noise_bound(nz, tau))[1]
-            lo, hi = nz.centre - b, nz.centre + b
-        else:
-            lo, hi = bounds(softmax_ball(s, values, tau))
+    out, seen = [], {}
+    grouped, sizes, rows = scored(sa.A, X, values)
+    for x, (att, nz, s) in zip(X, rows):
+        if id(nz) not in seen:  # tokens of one query share their attention and noise: one enclosure
+            if below:
+                b = bounds(noise_bound(nz, tau))[1]
+                seen[id(nz)] = nz.centre - b, nz.centre + b
+            else:
+                seen[id(nz)] = bounds(softmax_ball(s, grouped, tau, sizes))
+        lo, hi = seen[id(nz)]
         base = scale(sa.rho, x)
         out.append(path([add(base, scale(max(lo, floor), u)), add(base, scale(min(hi, ceil), u))]))
-        table.append(att)
-        noises.append(nz)
-    return out, tuple(table), tuple(noises)
+    return out, tuple(att for att, _, _ in rows), tuple(nz for _, nz, _ in rows)
+
+
+def scored(A: LowRank, X: list[Vec], values: list[fmpq]) -> tuple[list[fmpq], list[int], list[tuple]]:
+    """Every token's (hardmax attention, noise, scores) for the values v·x,
+    worked out once per distinct query on one score per group of tokens
+    (Scores.columns), and the groups' values and sizes: the same attention,
+    and the same sums of noise terms and of softmax weights, as token by token."""
+    rows = Scores(A, X)
+    groups = rows.columns(values)
+    firsts, sizes = [g[0] for g in groups], [len(g) for g in groups]
+    grouped = [values[l] for l in firsts]
+    done: dict[tuple, tuple[Attention, Noise, list[fmpq]]] = {}
+    for i in range(len(X)):
+        if (q := rows.query(i)) not in done:
+            s = rows.row(i, firsts)
+            done[q] = attention_of(s, groups), noise(s, grouped, sizes), s
+    return grouped, sizes, [done[rows.query(i)] for i in range(len(X))]

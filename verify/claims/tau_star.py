@@ -66,8 +66,10 @@ def parse(raw: dict, where: str, context: Context) -> Claim:
 
 
 def max_bound(noises, tau: fmpq, side: int) -> fmpq:
-    """max_i of the lower (side 0) or upper (side 1) rational bound of B_i(τ)."""
-    return max((bounds(noise_bound(n, tau))[side] for seq in noises for n in seq), default=fmpq(0))
+    """max_i of the lower (side 0) or upper (side 1) rational bound of B_i(τ),
+    once per Noise object (the replay shares one among the tokens of a query)."""
+    distinct = {id(n): n for seq in noises for n in seq}.values()
+    return max((bounds(noise_bound(n, tau))[side] for n in distinct), default=fmpq(0))
 
 
 def constrained(noises, sizes, radius: fmpq) -> list[tuple[fmpq, fmpq]]:
