@@ -314,28 +314,30 @@ def test_lands_on_a_span_basis_matches_the_plateau_ends(case, k, drift, eta):
 
 # ---------------------------------------------------------------- the float analysis's reach lists
 
-@pytest.mark.parametrize("name", ["random-d20-wide", "one-sequence-d8", "equal-means-hardmax", "demo-hardmax"])
+@pytest.mark.parametrize("name", ["random-d20-wide", "one-sequence-d8", "equal-means-hardmax", "demo-hardmax",
+                                  "demo-softmax"])
 def test_the_float_reach_kept_as_tokens_change_equals_a_fresh_one(name, monkeypatch):
     """At every FF layer the tokens ranked by their slack, kept up to date as
     the analysis widens tokens, must give the reach that lists built afresh
     from the current tokens and errors give; and that reach must hold every
     token one of whose writing units is not off by its own error bound (the
-    classification _ff_token makes)."""
+    classification _ff_token makes), over the whole of an enclosure too
+    (softmax: the snaps after the collapse)."""
     from tfcert.verify.check import verify_files
     from tfcert.verify.enclose import projection_range
 
     kept = float_analysis.Analysis._ff_reach
     seen = []
 
-    def both(self, step, before, U, b, W, eta):
-        todo = kept(self, step, before, U, b, W, eta)
+    def both(self, before, U, b, W, eta):
+        todo = kept(self, before, U, b, W, eta)
         lists, self.reach = self.reach, {}
-        fresh = kept(self, step, before, U, b, W, eta)
+        fresh = kept(self, before, U, b, W, eta)
         self.reach = lists
         assert todo == fresh
         reached = set(todo)
         for g, x in enumerate(before):
-            if g in reached or not step.exact:
+            if g in reached:
                 continue
             for k, row in enumerate(U):
                 if any(w.exact[k] or w.hat[k] for w in W):

@@ -398,7 +398,7 @@ class Analysis:
         eta, U, b, W, writers = params = self._rounded(step.block, "ff")
         for k, row in enumerate(U if not self._checked("ff", params) else ()):
             self._check_range(add(row.absdot("hat", self.X), b.abs("hat", k)), f"unit {k}'s pre-activation")
-        todo = self._ff_reach(step, before, U, b, W, eta)
+        todo = self._ff_reach(before, U, b, W, eta)
         done: dict[tuple, tuple] = {}  # equal tokens with equal errors (a cluster at a snap): one bound
         for g in todo:
             same = (key(before[g]), self.err[g]) if is_point(before[g]) else None
@@ -421,15 +421,17 @@ class Analysis:
         a term whatever it is. A unit on row w is off for g when this is at
         most −b − that part (as in _ff_token, where it is the error bound)."""
         mag = self.mag[g]
-        return add(fup(row.dot(x)), row.absdot("delta", mag), row.absdot("exact", self.err[g]),
+        top = row.dot(x) if is_point(x) else projection_range(x, row.exact, None)[1]  # over an enclosure: its most
+        return add(fup(top), row.absdot("delta", mag), row.absdot("exact", self.err[g]),
                    mul(self.c.gamma(row.count + 1), row.absdot("hat", mag)))
 
-    def _ff_reach(self, step, before, U, b, W, eta) -> list[int]:
+    def _ff_reach(self, before, U, b, W, eta) -> list[int]:
         """Tokens that some unit may reach: every other token has all its
         units off (pre-activation ≤ −its error bound) and η = 1, so x̂ passes
-        unchanged. Found by binary search in the tokens sorted by their slack
-        on each row (the reach list, kept as tokens change)."""
-        if eta.exact[0] != 1 or eta.hat[0] != 1 or not step.exact:
+        unchanged (an enclosure: at each of its points, so the exact token is
+        unchanged too). Found by binary search in the tokens sorted by their
+        slack on each row (the reach list, kept as tokens change)."""
+        if eta.exact[0] != 1 or eta.hat[0] != 1:
             return list(range(len(before)))
         todo: set[int] = set()
         for k, row in enumerate(U):
