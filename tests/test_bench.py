@@ -201,6 +201,25 @@ def test_shapes_and_suites():
     assert bench.choose_shapes(["m=2,4"], ["m-scaling"], False) == bench.SUITES["m-scaling"]  # each shape once
 
 
+def test_one_sequence_suites_construct_and_verify_alone(tmp_path):
+    """The long single sequences (issue 22's construction goals) in their quick sizes: construct and
+    verify alone, under the suite's attention, one results line each."""
+    rc, text, _ = run_quiet(["bench", "-q", "--suite", "one-sequence-quick", "--suite", "one-sequence-softmax-quick",
+                             "--json", "--out", str(tmp_path)])
+    doc = json.loads(text)
+    assert rc == 0 and doc["results"] == []
+    shapes = bench.SUITES["one-sequence-quick"] + bench.SUITES["one-sequence-softmax-quick"]
+    assert [(bench.shape_of(r), r["attention"]) for r in doc["alone"]] == \
+        [(s, "hardmax") for s in bench.SUITES["one-sequence-quick"]] + [(bench.SUITES["one-sequence-softmax-quick"][0],
+                                                                         "softmax")]
+    for r, (N, n, m, d) in zip(doc["alone"], shapes):
+        assert r["verified"] is True and r["tokens"] == n and 0 < r["construct_work_s"] <= r["construct_s"]
+        assert r["construct_maxrss_mib"] > 10 and r["verify_maxrss_mib"] > 10
+    assert len((tmp_path / "results.jsonl").read_text().splitlines()) == len(shapes)
+    assert bench.SUITES["one-sequence"] == [(1, 49500, 40, 2), (1, 240000, 40, 2)]
+    assert bench.SUITES["one-sequence-softmax"] == [(1, 2000, 40, 3)]
+
+
 def test_issue_shapes_keep_their_datasets():
     """The N-series datasets are those the issue's table was measured on."""
     assert hashlib.sha256(bench.random_dataset(250, 64, 2, 16)).hexdigest() == \

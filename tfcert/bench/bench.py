@@ -8,7 +8,7 @@ largest numerator/denominator bits, the float columns, and fits the scaling
 exponents of construct and verify. Absolute seconds depend on the machine;
 ratios and exponents travel.
 
-Phases run as ``python -m tfcert.bench.benchphase PHASE FOLDER`` (one JSON line
+Phases run as ``python -m tfcert.bench.benchphase PHASE FOLDER [ATTENTION]`` (one JSON line
 on stdout) so that each is timed and measured alone, pays only for its own
 imports, and the naive replay can be stopped at its cap; the peers they run
 beside tfcert's own commands are in peers.py.
@@ -45,8 +45,15 @@ SUITES: dict[str, list[Shape]] = {
     "m-scaling": [(250, 64, m, 16) for m in (1, 2, 4)],
     "d-scaling": [(250, 64, 2, d) for d in (4, 32)],
     "naive": [(1, n, 40, 2) for n in (5000, 10000, 20000)],  # with --naive-cap 900: where the naive replay ends
+    # one long sequence, construct and verify alone (an n × n float64 pass or naive replay would not end)
+    "one-sequence": [(1, 49500, 40, 2), (1, 240000, 40, 2)],
+    "one-sequence-softmax": [(1, 2000, 40, 3)],
+    "one-sequence-quick": [(1, 500, 8, 2), (1, 2500, 8, 2)],
+    "one-sequence-softmax-quick": [(1, 200, 8, 3)],
 }
 NOOP: dict[str, int] = {"noop": 300_000, "noop-quick": 3_000}  # suites of one no-op model each: its blocks
+ALONE = {"one-sequence": "hardmax", "one-sequence-softmax": "softmax", "one-sequence-quick": "hardmax",
+         "one-sequence-softmax-quick": "softmax"}  # the suites measured by construct and verify alone, and how
 FULL = ("N-scaling", "n-scaling", "tiny", "m-scaling", "d-scaling")  # the default: every suite but quick and naive
 BASE: dict[str, Shape] = {"N": (250, 64, 2, 16), "n": (1, 100, 40, 2), "m": (250, 64, 2, 16), "d": (250, 64, 2, 16)}
 DIMS = "Nnmd"
@@ -138,7 +145,7 @@ def _dumps(value: dict) -> bytes:
 
 # ---------------------------------------------------------------- phases, one process each
 
-def run_phase(phase: str, folder: Path, cap: float | None = None) -> dict | None:
+def run_phase(phase: str, folder: Path, cap: float | None = None, attention: str = "hardmax") -> dict | None:
     """Run one phase as its own process: what it reports, with ``s`` its
     whole-process seconds (interpreter start, imports, reading and writing
     the files); None when it was still running after ``cap`` seconds (it is
@@ -147,7 +154,7 @@ def run_phase(phase: str, folder: Path, cap: float | None = None) -> dict | None
         return None
     start = time.perf_counter()
     try:
-        proc = subprocess.run([sys.executable, "-m", "tfcert.bench.benchphase", phase, str(folder)],
+        proc = subprocess.run([sys.executable, "-m", "tfcert.bench.benchphase", phase, str(folder), attention],
                               capture_output=True, text=True, timeout=cap)
     except subprocess.TimeoutExpired:
         return None
@@ -216,6 +223,32 @@ def measure(shape: Shape, cap: float, say: Callable[[str], None]) -> dict:
             runs[phase] = done = run_phase(phase, folder, limit)
             say(f"{phase} " + (f"{done['s']:.2f} s" if done else "capped" if limit else "skipped"))
     return row(shape, runs)
+
+
+def measure_alone(shape: Shape, attention: str, say: Callable[[str], None]) -> dict:
+    """One long sequence's construct and verify (ALONE), each its own process."""
+    with tempfile.TemporaryDirectory(prefix="tfcert-bench-") as tmp:
+        folder = Path(tmp)
+        (folder / "dataset.json").write_bytes(random_dataset(*shape))
+        runs = {}
+        for phase in ("construct", "verify"):
+            runs[phase] = run_phase(phase, folder, attention=attention)
+            say(f"{phase} {runs[phase]['s']:.2f} s")
+    c, v = runs["construct"], runs["verify"]
+    N, n, m, d = shape
+    return {"N": N, "n": n, "m": m, "d": d, "attention": attention, "tokens": c["tokens"], "blocks": c["blocks"],
+            "verified": v["ok"], "failed_kinds": v["failed"], "construct_s": _r(c["s"]), "verify_s": _r(v["s"]),
+            "construct_work_s": _r(c["work_s"]), "verify_work_s": _r(v["work_s"]),
+            "construct_maxrss_mib": c["maxrss_mib"], "verify_maxrss_mib": v["maxrss_mib"]}
+
+
+def alone_line(r: dict, first: dict | None) -> str:
+    """One line per long sequence; beside a later shape of its suite, the time ratio to the first."""
+    ratio = "" if first is None else (f"; construct {r['construct_s'] / first['construct_s']:.2f}x the first "
+                                      f"for {r['tokens'] / first['tokens']:.2f}x the tokens")
+    return (f"{label(shape_of(r))} {r['attention']}: construct {_secs(r['construct_s'])} (peak "
+            f"{r['construct_maxrss_mib']:.0f} MiB), verify {_secs(r['verify_s'])} "
+            f"({'ok' if r['verified'] else 'FAILED'}, peak {r['verify_maxrss_mib']:.0f} MiB){ratio}")
 
 
 # ---------------------------------------------------------------- scaling exponents
@@ -553,10 +586,12 @@ def run_bench(quick: bool, as_json: bool, out: str | Path = "tfcert-bench", shap
         default = [BASE["N"]]  # the shape docs/scaling.md quotes
         return run_shards(choose_shapes(shapes, suites, quick) if shapes or suites or quick else default,
                           shards, as_json)
-    picked = choose_shapes(shapes, suites, quick)
     noops = [name for name in NOOP if name in (suites or ()) or quick and name == "noop-quick"]
+    long = [(name, shape) for name in suites or () if name in ALONE for shape in SUITES[name]]
+    rest = [name for name in suites or () if name not in ALONE]
+    picked = choose_shapes(shapes, rest, quick) if rest or shapes or quick or not long else []
     folder = _folder(out)
-    rows, noop_rows = [], []
+    rows, noop_rows, alone = [], [], []
     with open(folder / "results.jsonl", "w") as log:
         for i, shape in enumerate(picked):
             rows.append(measure(shape, naive_cap, _say(f"[{i + 1}/{len(picked)}] {label(shape)}")))
@@ -570,21 +605,35 @@ def run_bench(quick: bool, as_json: bool, out: str | Path = "tfcert-bench", shap
             log.flush()
             if not as_json:
                 print(noop_line(noop_rows[-1]), flush=True)
+        for i, (name, shape) in enumerate(long):
+            alone.append(measure_alone(shape, ALONE[name], _say(f"[{i + 1}/{len(long)}] {name} {label(shape)}")))
+            log.write(json.dumps(alone[-1]) + "\n")
+            log.flush()
+            if not as_json:
+                first = next(r for (n, _), r in zip(long, alone) if n == name)
+                print(alone_line(alone[-1], None if first is alone[-1] else first), flush=True)
+    ok = all(r["verified"] for r in alone) and all(r["verified"] for r in noop_rows)
     if not rows:
-        return 0 if all(r["verified"] for r in noop_rows) else 1
+        if as_json:
+            from tfcert.report import json_text
+
+            print(json_text({"results": [], "noop": noop_rows, "alone": alone,
+                             "files": {"results": str(folder / "results.jsonl")}}))
+        else:
+            print(f"wrote {folder / 'results.jsonl'}")
+        return 0 if ok else 1
     fits = exponents(rows)
     corrupted = corrupted_check(picked[0], naive_cap) if quick else None
     _say("width trade-off")(label(SUITES["quick"][0]))
     trade = width_tradeoff(SUITES["quick"][0])
     files = {**draw(rows, fits, trade, folder), "results": str(folder / "results.jsonl")}
-    ok = all(r["verified"] and r["naive_interpolates"] in (None, True) for r in rows) and \
-        all(r["verified"] for r in noop_rows)
+    ok = ok and all(r["verified"] and r["naive_interpolates"] in (None, True) for r in rows)
     if quick:
         ok = ok and all(r["naive_interpolates"] is True for r in rows) and corrupted["as_expected"]
     if as_json:
         from tfcert.report import json_text
 
-        print(json_text({"results": rows, "noop": noop_rows, "exponents": fits, "corrupted": corrupted,
+        print(json_text({"results": rows, "noop": noop_rows, "alone": alone, "exponents": fits, "corrupted": corrupted,
                          "width_tradeoff": trade, "files": files}))
     else:
         print(summary(fits, corrupted, trade, files))

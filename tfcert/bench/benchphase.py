@@ -1,5 +1,5 @@
 """One phase of ``tfcert bench`` as a process of its own: ``python -m
-tfcert.bench.benchphase PHASE FOLDER`` prints one JSON line, what the phase
+tfcert.bench.benchphase PHASE FOLDER [ATTENTION]`` prints one JSON line, what the phase
 reports and the process's peak memory.
 
 Each phase imports only what it needs, so its whole-process seconds are what
@@ -18,12 +18,12 @@ from typing import Callable
 from tfcert.errors import InputError
 
 
-def construct(folder: Path) -> dict:
+def construct(folder: Path, attention: str = "hardmax") -> dict:
     """What ``tfcert construct`` does: construct, certify, verify the certificate."""
     from tfcert.construct.bundle import build
 
     start = time.perf_counter()
-    bundle = build(folder / "dataset.json")
+    bundle = build(folder / "dataset.json", attention)
     for name in ("model.json", "certificate.json"):
         (folder / name).write_bytes(bundle.files[name])
     dataset = bundle.dataset
@@ -94,12 +94,13 @@ def peak_rss_mib() -> float:
 
 
 def main(argv: list[str]) -> int:
-    phase, folder = argv
+    phase, folder, *rest = argv  # PHASE FOLDER [ATTENTION] (construct's; default hardmax)
+    attention = rest[0] if rest else "hardmax"
     from tfcert.verify.numbers import LIMITS
 
     LIMITS.tokens = 2**62 - 1  # as in run_bench: the shape is the size asked for
     try:
-        result = PHASES[phase](Path(folder))
+        result = construct(Path(folder), attention) if phase == "construct" else PHASES[phase](Path(folder))
     except InputError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

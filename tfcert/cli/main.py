@@ -477,10 +477,12 @@ def build_parser() -> argparse.ArgumentParser:
                    help="three small shapes (seconds), the naive replay must agree, and a corrupted model must "
                         "fail both (the CI check)")
     p.add_argument("--suite", action="append", metavar="NAME",
-                   help="a named set of shapes: quick, N-scaling, n-scaling, tiny, m-scaling, d-scaling or naive; "
-                        "noop (a 50 MB model of 300 000 blocks that change nothing: verify against float64) or "
-                        "noop-quick (3 000 blocks; --quick runs it too) (repeatable; default: all but quick, naive "
-                        "and the noop ones)")
+                   help="a named set of shapes: quick, N-scaling, n-scaling, tiny, m-scaling, d-scaling or naive "
+                        "(repeatable; default: all but quick, naive and the ones below); noop (a 50 MB model of "
+                        "300 000 blocks that change nothing: verify against float64) or noop-quick (3 000 blocks; "
+                        "--quick runs it too); or one long sequence, construct and verify alone: one-sequence "
+                        "(hardmax, d=2, n=49500 and 240000), one-sequence-softmax (n=2000, d=3), and their -quick "
+                        "variants")
     p.add_argument("--shapes", action="append", metavar="SPEC",
                    help="shapes to measure: N=250,500 (N, n, m or d varied from N=250 n=64 m=2 d=16; "
                         "n from N=1 m=40 d=2) or 10x8x2x8 (N x n x m x d); repeatable")
