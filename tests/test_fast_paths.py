@@ -347,7 +347,7 @@ def test_the_float_reach_kept_as_tokens_change_equals_a_fresh_one(name, monkeypa
                                  fa.mul(self.c.gamma(max(c, 1)), fa.add(row.absdot("hat", self.mag[g]), b.abs("hat", k))),
                                  fa.mul(c, self.c.tiny))
                     hi = projection_range(x, row.exact, None)[1] + b.exact[k]
-                    assert hi + fa.rational(err) <= 0, (step.block, g, k)
+                    assert hi + fa.rational(err) <= 0, (g, k)
         seen.append(len(todo) < len(before))
         return todo
 
