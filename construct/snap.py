@@ -73,13 +73,15 @@ def radii(codes: list[fmpq], top: fmpq) -> tuple[fmpq, fmpq]:
     return 3 * reach / 4, reach
 
 
-def centre_step(largest: fmpq) -> fmpq:
+def centre_step(largest: fmpq, radius: fmpq) -> fmpq:
     """The least power of two ≥ SHIFT whose multiples below ``largest`` have at
-    most 24 significant bits: centres (and so breakpoints) exact in binary32."""
+    most 24 significant bits — centres (and so breakpoints) exact in binary32 —
+    if that moves a centre by at most radius/8; else SHIFT (codes too large
+    for their spacing: no grid keeps their breakpoints exact in binary32)."""
     step = SHIFT
-    while largest >= 2 ** 24 * step:
+    while largest >= 2 ** 24 * step and step <= radius / 8:
         step *= 2
-    return step
+    return step if step <= radius / 8 else SHIFT
 
 
 def top_target(dataset: Dataset) -> fmpq:
@@ -93,7 +95,7 @@ def noise_radius(leaders: tuple[Leader, ...], d: int, top: fmpq) -> fmpq:
     a float run."""
     codes = [l.code(d) for l in leaders]
     r, reach = radii(codes, top)
-    return r - centre_step(max(codes) + reach) - r / 8
+    return r - centre_step(max(codes) + reach, r) - r / 8
 
 
 def snap_ff(snaps: list[Snap], d: int) -> FF:
@@ -125,7 +127,7 @@ def snap_phase(dataset: Dataset, collapsed: Phase, leaders: tuple[Leader, ...], 
     e = unit(d, UP)
     codes = {l: l.code(d) for l in leaders}
     r, reach = radii(list(codes.values()), top_target(dataset))
-    step = centre_step(max(codes.values()) + reach)
+    step = centre_step(max(codes.values()) + reach, r)
     position = {p.index: j for j, p in enumerate(dataset.pairs)}
     snaps = []
     for leader in sorted(leaders, key=codes.get, reverse=True):

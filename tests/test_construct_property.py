@@ -123,12 +123,12 @@ def test_snap_breakpoints_are_exact_in_binary32_and_stay_above_every_target(raw,
     top = fmpq(top.numerator, top.denominator)
     r, reach = radii(codes, top)
     assert reach >= fmpq(1, 2) and r == 3 * reach / 4 and (reach.p == 1 or reach.q == 1)
-    step = centre_step(max(codes) + reach)
+    step = centre_step(max(codes) + reach, r)
     for c in codes:
         snap = Snap(dyadic_near(c, step), r, reach, (), ())
         points = snap.breakpoints
         assert points[0] > top + 1 - step and c - step <= snap.center <= c
-        if reach >= 4 * step:
+        if max(codes) + reach < 2 ** 24 * step:  # a grid fine enough for binary32 at radius/8
             assert all(round_nearest(p, FORMATS["binary32"]) == p for p in points)
     gaps = [b - a for a, b in zip(codes, codes[1:])]
     assert not gaps or r + reach <= min(gaps)
