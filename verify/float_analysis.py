@@ -688,7 +688,6 @@ class Analysis:
         gq, ulp4q = fmt.gamma(n + 2), 2 * EXP_ULPS * fmt.unit
         g, ulp4 = fup(gq), fup(ulp4q)
         norm = fup((1 + fmt.unit) / ((1 - ulp4q) * (1 - gq)))  # p̂_l ≤ norm·ê_l: Ŝ ≥ ê of the float max ≥ 1 − 4u
-        spread = arb(rational(fup((1 + fmt.unit) / (1 - gq))))  # the sum's and the division's roundings
         # exp's underflows (2 spacings each): the weight's own over Ŝ ≥ (1 − 4u)(1 − γ), Ŝ's own n, and the division's half
         floor = fup(((2 * n + 2) * (1 + gq) * (1 + fmt.unit) / ((1 - ulp4q) * (1 - gq)) + fmpq(1, 2)) * fmt.tiny)
         n_tiny = mul(n, c.tiny)
@@ -722,23 +721,25 @@ class Analysis:
             omega[0] = 0.0  # a itself
             with ctx.workprec(PREC):
                 w = [arb((v - smax) / tau).exp() for v in s]  # e^{z_l − z_a}: the exact weights times Σ w
-                total = sum((wl * int(k) for wl, k in zip(w, size)), arb(0))
-                zeta_any = arb(rational(max(omega))).exp() / (1 - ulp4q) - 1
+                total = fdown(bounds(sum((wl * int(k) for wl, k in zip(w, size)), arb(0)))[0])
+                zeta_any = (e_any := arb(rational(max(omega))).exp()) / (1 - ulp4q) - 1
+                up_any = (arb_up(e_any), arb_up(zeta_any))  # e^ω and ζ for every group whose ω is not its own
+                wu = [arb_up(wl) for wl in w]
             heavy = [k for k in range(1, len(groups)) if not A.literal_zero and w[k] * zeta_any > 2 ** -30]
             centred = self._centred(A, seq, mags, errs, i, a) if heavy else None
+            ez = [(1.0, fup(1 / (1 - ulp4q) - 1))] + [up_any] * (len(groups) - 1)  # a's own: ω = 0
             for k in heavy:
                 pair = add(div(centred(x_mag[k], x_err[k], x_dist[k]), tau_f), mul(fup(abs(s[k] - smax)), inv_err),
                            mul(4 * c.unit, scaled), 2 * c.tiny, mul(c.unit, add(fup((smax - s[k]) / tau), 4 * worst)))
-                omega[k] = min(omega[k], pair)
-            with ctx.workprec(PREC):
-                p = [wl / total for wl in w]
-                zeta = [arb(rational(v)).exp() / (1 - ulp4q) - 1 for v in omega]
-                H = arb_up(sum((pl * zl * int(k) for pl, zl, k in zip(p, zeta, size)), arb(0)))
-                factor = spread / (1 - arb(rational(H))) if H < 1 else None
-                kappa = [inf if factor is None else arb_up((1 + zl) * factor - 1) for zl in zeta]
-                w_hat = [mul(add(mul(add(1.0, ulp4), arb_up(wl * arb(rational(v)).exp())), mul(EXP_ULPS, c.tiny)), norm)
-                         for wl, v in zip(w, omega)]  # p̂_l ≤ norm·ê_l
-                pu = [min(1.0, arb_up(pl)) for pl in p]
+                with ctx.workprec(PREC):
+                    e_k = arb(rational(min(omega[k], pair))).exp()
+                    ez[k] = (arb_up(e_k), arb_up(e_k / (1 - ulp4q) - 1))
+            pu = [min(1.0, div(wl, total)) for wl in wu]  # p_l = w_l / Σ w, Σ w ≥ total
+            H = add(*(mul(k, mul(pl, z)) for k, pl, (_, z) in zip(size, pu, ez)))
+            factor = div(fup((1 + fmt.unit) / (1 - gq)), sub_down(1.0, H)) if H < 1 else None
+            kappa = [inf if factor is None else add(mul(add(1.0, z), factor), -1.0) for _, z in ez]
+            w_hat = [mul(add(mul(add(1.0, ulp4), mul(wl, e_)), mul(EXP_ULPS, c.tiny)), norm)
+                     for wl, (e_, _) in zip(wu, ez)]  # p̂_l ≤ norm·ê_l
             lo_w = [add(mul(k, pl), floor) for k, pl in zip(kappa, pu)]  # the weight's error bound
             hi_w = [add(mul(add(1.0, k), pl), floor) for k, pl in zip(kappa, pu)]  # the float weight's magnitude
             em = [add(*(add(mul(lw, mg[k]), mul(pl, er[k]), mul(g, mul(hw, mg[k])))
