@@ -201,6 +201,7 @@ def test_shapes_and_suites():
     assert bench.choose_shapes(["m=2,4"], ["m-scaling"], False) == bench.SUITES["m-scaling"]  # each shape once
 
 
+@pytest.mark.slow  # 6 s: two constructions and verifications
 def test_one_sequence_suites_construct_and_verify_alone(tmp_path):
     """The long single sequences (issue 22's construction goals) in their quick sizes: construct and
     verify alone, under the suite's attention, one results line each."""
