@@ -101,7 +101,7 @@ FULL = (
 # 8 >= d, so one head can carry one token. CPU: E = 24, T = 8 and 16 (one head fewer: 1/3 and 5/3),
 # one job per T and seed (a resumed run loses at most one job). GPU: E = 32, T = 16 and 32 (1 and 3),
 # D up to 6, one bank.
-CPU_TRAIN = TrainConfig(steps=12000, batch=128, eval_size=8192, log_every=250, checkpoints=4)
+CPU_TRAIN = TrainConfig(steps=36000, batch=128, eval_size=8192, log_every=250, checkpoints=4)
 CPU_GRID = tuple(Variant("bilinear, E=24", _shape("bilinear", E=24, heads=3), (2, 3), (T,), PATTERNS[:3],
                          CPU_TRAIN, lrs=(5e-3,)) for T in (8, 16))
 GPU_GRID = (Variant("bilinear, E=32", _shape("bilinear", E=32), (2, 3, 4, 5, 6), (16, 32), PATTERNS, FULL_TRAIN,
