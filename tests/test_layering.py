@@ -129,8 +129,9 @@ PARTS = {
     # the float-error analysis: the formats' standard model and the layer-by-layer bound
     # (each underflow scaled by what multiplies it later; the softmax mean centred on its
     # argmax token, each weight's error relative to the argmax's and per pair where the weight
-    # matters, one per group of equal score columns; hardmax's close competitors one by one)
-    "float analysis": (("floats.py", "float_analysis.py"), 612),
+    # matters, one per group of equal score columns and one per group of equal queries, over
+    # their maxima; hardmax's close competitors one by one)
+    "float analysis": (("floats.py", "float_analysis.py"), 618),
 }
 
 

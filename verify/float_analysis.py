@@ -625,21 +625,22 @@ class Analysis:
     def _seq_max(self, vectors) -> list:
         return [max(column) for column in zip(*vectors)]
 
-    def _centred(self, A: Matrix, seq, mags, errs, i: int, a: int):
-        """error(m, e, dist) bounds |(ŝ_l − ŝ_a) − (s_l − s_a)| for query i and
-        any token l with |x̂_l| ≤ m, |x̂_l − x_l| ≤ e and |x_l − x_a| ≤ dist:
+    def _centred(self, A: Matrix, query: tuple, mags, errs, a: int):
+        """error(m, e, dist) bounds |(ŝ_l − ŝ_a) − (s_l − s_a)| for a query i
+        with |x̂_i| ≤ mi, |x̂_i − x_i| ≤ ei, |x_i| ≤ xi (``query``) and any token
+        l with |x̂_l| ≤ m, |x̂_l − x_l| ≤ e and |x_l − x_a| ≤ dist:
         ⟨Âx̂_i − Ax_i, x̂_l − x̂_a⟩ + ⟨Ax_i, (x̂_l − x_l) − (x̂_a − x_a)⟩ + ρ_l − ρ_a,
         ρ the rounding of a score alone — the query's error enters through
         |x̂_l − x̂_a|, so competitors near x_a move with it."""
-        zero, xi = [0.0] * self.d, [fup(abs(v)) for v in seq[i]]
-        dq = [add(p, q) for p, q in zip(A.apply_delta(mags[i]), A.apply_abs(errs[i]))]
+        (mi, ei, xi), zero = query, [0.0] * self.d
+        dq = [add(p, q) for p, q in zip(A.apply_delta(mi), A.apply_abs(ei))]
         ax = A.apply_abs(xi)
-        rho_a = self._score_error(A, mags[a], zero)(mags[i], zero, xi)
+        rho_a = self._score_error(A, mags[a], zero)(mi, zero, xi)
 
         def error(m: list, e: list, dist: list) -> float:
             both = [add(p, q) for p, q in zip(e, errs[a])]
             near = [add(p, q) for p, q in zip(dist, both)]
-            return add(dot(dq, near), dot(ax, both), self._score_error(A, m, zero)(mags[i], zero, xi), rho_a)
+            return add(dot(dq, near), dot(ax, both), self._score_error(A, m, zero)(mi, zero, xi), rho_a)
         return error
 
     def _hardmax(self, attention, seq, mags, errs, A: Matrix, sa: SA, j: int) -> list:
@@ -650,10 +651,11 @@ class Analysis:
             if len(att.argmax) > 1:
                 raise Failed(f"token [{j}, {i}]: tied argmax {list(att.argmax)}; the float run may break the tie")
             a = att.argmax[0]
-            delta = score_error(mags[i], e, [fup(abs(v)) for v in x])
+            query = (mags[i], e, [fup(abs(v)) for v in x])
+            delta = score_error(*query)
             if att.gap is not None and not fdown(att.gap) > 2 * delta:  # each close competitor on its own
                 table = table or Scores(sa.A, list(seq))
-                s, centred = table.row(i), self._centred(A, seq, mags, errs, i, a)
+                s, centred = table.row(i), self._centred(A, query, mags, errs, a)
                 for l, v in enumerate(s):
                     if l != a and not fdown(s[a] - v) > 2 * delta:
                         bound = centred(mags[l], errs[l], [fup(abs(p - q)) for p, q in zip(seq[l], seq[a])])
@@ -677,7 +679,10 @@ class Analysis:
         argmax around x_a directly, the other float weights staying tiny.
         Tokens whose score columns agree (Scores.columns: a collapse's
         non-leaders) share one score, weight and bound, and the sums below
-        take their group's sums of magnitudes, errors and distances."""
+        take their group's sums of magnitudes, errors and distances; tokens
+        whose queries agree (Scores.query: equal rows, a collapse's
+        non-leaders again) share one bound, over their largest magnitude,
+        error and |x|, which the bound only uses as upper bounds."""
         if not all(is_point(x) for x in seq):
             raise Failed("softmax attention over enclosures (a second scored layer) is not analysed")
         table = Scores(sa.A, list(seq))
@@ -695,8 +700,12 @@ class Analysis:
         base = [tuple(range(n))] if A.literal_zero else table.columns()
         absx = [[fup(abs(v)) for v in x] for x in seq]
         parts: dict[int, tuple] = {}  # per argmax token a: its groups ({a} first) and their sums and maxima
-        out = []
-        for i, (x, e) in enumerate(zip(seq, errs)):
+        asked: dict[tuple, list[int]] = {}  # tokens with equal queries have equal rows: one bound, over their maxima
+        for i in range(n):
+            asked.setdefault(() if A.literal_zero else table.query(i), []).append(i)
+        out: list = [None] * n
+        for same in asked.values():
+            i, query = same[0], tuple(self._seq_max(rows[l] for l in same) for rows in (mags, errs, absx))
             s0 = [fmpq(0)] if A.literal_zero else table.row(i, [gr[0] for gr in base])
             smax = max(s0)
             a = base[s0.index(smax)][0]
@@ -711,7 +720,7 @@ class Analysis:
             s = table.row(i, [grp[0] for grp in groups]) if not A.literal_zero else [fmpq(0)] * len(groups)
             size = [float(len(grp)) for grp in groups]  # < 2^53: exact
             m_a, e_a = mags[a], errs[a]
-            ds = 0.0 if A.literal_zero else any_error(mags[i], e, absx[i])
+            ds = 0.0 if A.literal_zero else any_error(*query)
             big = fup(max(abs(v) for v in s))
             scaled = div(add(big, ds), tau_f)  # |ŝ/τ̂|
             self._check_range(scaled, "a scaled attention score")
@@ -726,7 +735,7 @@ class Analysis:
                 up_any = (arb_up(e_any), arb_up(zeta_any))  # e^ω and ζ for every group whose ω is not its own
                 wu = [arb_up(wl) for wl in w]
             heavy = [k for k in range(1, len(groups)) if not A.literal_zero and w[k] * zeta_any > 2 ** -30]
-            centred = self._centred(A, seq, mags, errs, i, a) if heavy else None
+            centred = self._centred(A, query, mags, errs, a) if heavy else None
             ez = [(1.0, fup(1 / (1 - ulp4q) - 1))] + [up_any] * (len(groups) - 1)  # a's own: ω = 0
             for k in heavy:
                 pair = add(div(centred(x_mag[k], x_err[k], x_dist[k]), tau_f), mul(fup(abs(s[k] - smax)), inv_err),
@@ -767,7 +776,8 @@ class Analysis:
                                                               for q in range(1, len(groups))))))
             if inf in em or inf in mm:
                 raise Failed(f"token [{j}, {i}]: the softmax weights' errors are unbounded (H = {approx(H)} ≥ 1)")
-            out.append((em, mm))
+            for l in same:
+                out[l] = (em, mm)
         return out
 
     def _sa_out(self, mean, rho, V: Matrix, copied: list[bool]):
