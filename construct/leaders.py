@@ -159,7 +159,13 @@ def leader_phase(dataset: Dataset, before: Phase, per_layer: int) -> Phase:
         # the widest plateau that keeps half the gap to each neighbour: it absorbs a float run's
         # error in t
         flat = fmpq(int(((gap / 2 - eps - eps / 8) / eps).floor())) * eps
-        return Hat(g, dyadic_near(dot(g, source), eps / 8), eps, sub(leader.point, source),
+        # the centre on a grid coarsened (up to eps, within the plateau's slack) until every
+        # breakpoint has 24 significant bits: exact in binary32, so no rounding of a breakpoint
+        # shifts the plateau by a fraction of eps that the slopes 1/eps then amplify
+        step = eps / 8
+        while abs(source[0]) + gap >= 2 ** 24 * step and step < eps:
+            step *= 2
+        return Hat(g, dyadic_near(dot(g, source), step), eps, sub(leader.point, source),
                    ((leader.sequence, leader.token),), leader.point, flat=flat, above=drop)
 
     def t_of(leader: Leader) -> fmpq:
