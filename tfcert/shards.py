@@ -7,7 +7,9 @@ on its sequences and returns, per claim, the data its claim needs (sorted
 projections, the tokens inside a window, per-token failures, maxima); the
 merge computes every verdict from that data, with the kernel's own messages,
 and never reads a shard's "ok". It also checks that the shards returned
-partition the dataset and were computed from the same file bytes.
+partition the dataset and ran on the coordinator's parse of these file bytes
+(a shard receives the parsed model, dataset and claims, pickled by Dask, and
+parses nothing again).
 
 The kernel (verify/) knows nothing of this module: ``check_certificate(..., replay=…)``
 takes ``ShardedReplay`` in place of its single replay. Dask is imported only
@@ -24,12 +26,12 @@ from types import SimpleNamespace
 from typing import Callable, Iterator
 
 from tfcert.verify import regions
-from tfcert.verify.check import Result, _parse_claims, replay_claims
+from tfcert.verify.check import KINDS, Result, _Parsed, replay_claims
 from tfcert.verify.claims import Context, argmax, clusters, exact, hat, separation, snap, stated, tau_star
 from tfcert.verify.claims import float as float_claim
 from tfcert.verify.errors import InputError
 from tfcert.verify.floats import FORMATS
-from tfcert.verify.formats import Dataset, obj, parse_document, read_dataset, read_model
+from tfcert.verify.formats import Dataset
 from tfcert.verify.numbers import LIMITS, dot
 
 INSTALL = "install the distributed extra: pip install 'dask[distributed]'"
@@ -193,28 +195,28 @@ LOCAL: dict[str, Callable | None] = {
 
 # ---------------------------------------------------------------- the worker
 
-def verify_shard(files: dict[str, tuple[str, bytes]], positions: list[int], limits: dict,
-                 observe: list[tuple[str, object]]) -> dict:
-    """One shard, on a worker: read the three files (name, bytes), replay the
-    model on the sequences at ``positions`` and return per claim its Part or
-    the kernel's failures; ``observe`` asks for float analyses (format name,
-    give_up_above) beside the replay, as construct's own verification does."""
+def verify_shard(job: dict, positions: list[int], limits: dict, observe: list[tuple[str, object]]) -> dict:
+    """One shard, on a worker: replay the model on the sequences at
+    ``positions`` and return per claim its Part or the kernel's failures.
+    ``job`` is the coordinator's parse (the model, the dataset, the
+    certificate's top-level fields, the replayed claims as (phase, kind,
+    claim, where), the files' sha256s, echoed for the merge); ``observe``
+    asks for float analyses (format name, give_up_above) beside the replay,
+    as construct's own verification does."""
     for name, value in limits.items():
         setattr(LIMITS, name, value)
-    docs = {slot: parse_document(name, raw) for slot, (name, raw) in files.items()}
-    model, dataset = read_model(docs["model"]), read_dataset(docs["dataset"])
-    top = obj(docs["certificate"].value, f"{docs['certificate'].path}: $", ("format",))
+    model, dataset, top = job["model"], job["dataset"], job["top"]
     full = Context(model, dataset, top)
-    claims = [c for c in _parse_claims(docs["certificate"], full) if c.module.KIND in LOCAL]
     mine = Context(model, Dataset(dataset.d, tuple(dataset.pairs[j] for j in positions)), top)
-    items = [replace(c, module=_Local(c.module, LOCAL[c.module.KIND], full, positions)) for c in claims]
+    items = [_Parsed(phase, _Local(KINDS[kind], LOCAL[kind], full, positions), claim, where)
+             for phase, kind, claim, where in job["claims"]]
     inputs = [p.input for p in mine.dataset.pairs]
     analyses = [float_claim.Analysis(model, inputs, FORMATS[fmt], above) for fmt, above in observe]
     start = time.perf_counter()
     results = replay_claims(mine, items, observers=tuple(analyses))
     out = [("part", r.failures[0].data) if len(r.failures) == 1 and isinstance(r.failures[0], Part)
            else ("failures", [f for f in r.failures if isinstance(f, str)]) for r in results]
-    return {"positions": list(positions), "sha256": {slot: d.sha256 for slot, d in docs.items()},
+    return {"positions": list(positions), "sha256": dict(job["sha256"]),
             "claims": out, "observers": [_float_state(a, positions) for a in analyses],
             "seconds": time.perf_counter() - start}
 
@@ -299,15 +301,15 @@ def _static_result(item, ctx: Context) -> Result:
 def merge(ctx: Context, claims: list, shards: list[dict], expected: list[list[int]],
           sha256: dict[str, str]) -> list[Result]:
     """Every claim's Result, in certificate order, from the shards' returns:
-    the replayed claims only if the shards partition the dataset and read
-    the coordinator's bytes; a shard's failures for a claim (a refusal the
+    the replayed claims only if the shards partition the dataset and ran on
+    the coordinator's parse; a shard's failures for a claim (a refusal the
     kernel gives at a layer) stand for that claim, once each."""
     problem = partition_problem([s["positions"] for s in shards], len(ctx.dataset.pairs))
     if problem is None and sorted(map(sorted, expected)) != sorted(sorted(s["positions"]) for s in shards):
         problem = "the shards returned are not the shards sent"
     wrong = sorted({slot for s in shards for slot, h in s["sha256"].items() if sha256.get(slot) != h})
     if problem is None and wrong:
-        problem = f"a shard read other bytes of the {', '.join(wrong)} than were sent"
+        problem = f"a shard ran on another parse of the {', '.join(wrong)} than the coordinator's"
     seconds = max((s["seconds"] for s in shards), default=0.0)
     out, n = [], 0
     for item in claims:
@@ -395,8 +397,8 @@ def _dask_runner(address: str | None, workers: int) -> Iterator[Runner]:
     try:
         with _client(address) as client:
             def run(tasks: list[tuple]) -> Iterator[dict]:
-                files = client.scatter(tasks[0][0], broadcast=True)  # every worker receives the bytes once
-                futures = [client.submit(verify_shard, files, *args[1:], pure=False) for args in tasks]
+                job = client.scatter(tasks[0][0], broadcast=True)  # every worker receives the parse once
+                futures = [client.submit(verify_shard, job, *args[1:], pure=False) for args in tasks]
                 for future in distributed.as_completed(futures):
                     yield future.result()
             yield run
@@ -423,8 +425,11 @@ class ShardedReplay:
         analyses = [a for a in observers if isinstance(a, float_claim.Analysis)]
         observe = [(a.fmt.name, a.give_up_above) for a in analyses]
         limits = {f.name: getattr(LIMITS, f.name) for f in fields(LIMITS)}
-        files = {slot: (d.path, d.raw) for slot, d in docs.items()}
-        tasks = [(files, p, limits, observe) for p in positions]
+        sha256 = {slot: d.sha256 for slot, d in docs.items()}
+        job = {"model": ctx.model, "dataset": ctx.dataset, "sha256": sha256,
+               "top": {k: v for k, v in ctx.certificate.items() if k != "phases"},  # the claims are parsed
+               "claims": [(c.phase, c.module.KIND, c.claim, c.where) for c in claims if c.module.KIND in LOCAL]}
+        tasks = [(job, p, limits, observe) for p in positions]
         label = f"{len(tasks)} shards by sequence, done"
         returned = []
         if self.progress:
@@ -434,7 +439,7 @@ class ShardedReplay:
                 returned.append(result)
                 if self.progress:
                     self.progress(len(returned), len(tasks), label)
-        results = merge(ctx, claims, returned, positions, {slot: d.sha256 for slot, d in docs.items()})
+        results = merge(ctx, claims, returned, positions, sha256)
         for i, analysis in enumerate(analyses):  # construct states its float claims from these
             whole = merge_float([r["observers"][i] for r in returned])
             analysis.failure = whole.failure
