@@ -10,10 +10,13 @@ after the weighted sum, and each exp value at either end of its 2 ulps
 the tokens on one side of the exact mean's coordinate and down for the rest.
 
 ``ratios`` compares each run with the analysis's own per-token bounds (what
-it carries into later layers), not only with the final claim."""
+it carries into later layers), not only with the final claim: the error of
+each output token, and the magnitude of each attention mean (what the
+attention output's rounding is scaled by)."""
 from __future__ import annotations
 
 import itertools
+from math import inf
 from fractions import Fraction as F
 
 from flint import arb, ctx, fmpq
@@ -52,7 +55,15 @@ def model(d: int, scale, terms, tau, ff=((), (), None)):
     return read_model(parse_document("m.json", dumps(m)))
 
 
-def analysis(mdl, seq, fmt: str, cls=Analysis):
+class Recorded(Analysis):
+    """The analysis, keeping the last softmax layer's (error, magnitude) bounds of each attention mean."""
+
+    def _softmax(self, *args):
+        self.means = super()._softmax(*args)
+        return self.means
+
+
+def analysis(mdl, seq, fmt: str, cls=Recorded):
     """The analysis stepped over the exact replay of one sequence."""
     inputs = [tuple(tuple(q(v) for v in t) for t in seq)]
     an = cls(mdl, inputs, FORMATS[fmt])
@@ -176,7 +187,8 @@ def float_means(mdl, seq, fmt: str, form: str, order: str, after: bool, push, se
 def ratios(mdl, seq, fmt: str, rows=None, coords=None, forms=FORMS, orders=ORDERS, seeds=(0,)) -> dict:
     """(query, coordinate) → the largest |m̂ − m| over the runs divided by the
     analysis's bound for that token and coordinate (inf where the bound is 0
-    and the run is not exact); the runs push exp for ``rows`` × ``coords``
+    and the run is not exact), and ("magnitude", query, coordinate) → the
+    largest |m̂| over the analysis's bound on it; the runs push exp for ``rows`` × ``coords``
     (every one by default) both ways, and not at all. The analysis must prove
     a bound (AssertionError otherwise)."""
     an = analysis(mdl, seq, fmt)
@@ -200,4 +212,7 @@ def ratios(mdl, seq, fmt: str, rows=None, coords=None, forms=FORMS, orders=ORDER
                 bound = float(an.err[i][c])
                 ratio = hi / bound if bound else (float("inf") if hi > 0 else 0.0)
                 out[i, c] = max(out.get((i, c), 0.0), ratio)
+                size, mag = abs(float(got[i][c])), an.means[i][1][c]
+                ratio = size / mag if size <= mag else (size / mag if mag else inf) + 2 ** -52  # > 1 when above
+                out["magnitude", i, c] = max(out.get(("magnitude", i, c), 0.0), ratio)
     return out

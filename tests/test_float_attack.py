@@ -600,3 +600,22 @@ def test_softmax_amplified_weights_stay_within_the_bound(fmt_p, f, K, gap, L, or
         return
     r = ratios(model, seq, fmt, rows=[0], coords=[3], forms=FORMS, orders=(order,))
     assert max(r.values()) <= 1, {k: v for k, v in r.items() if v > 1}
+
+
+# 21. The attention mean's magnitude bound, by which the attention output's rounding is scaled
+#     (_sa_out), left out the mean's own rounding: Σ p̂_l |x̂_l| without its (1 + γ) where every
+#     weight's error is bounded by H, and without the products' underflow in either path. binary16,
+#     one query a (token 0) of weight 1 in front of 63 tokens of one group (equal keys) at weight
+#     e^-7.625 ≈ 0.998u each: each vanishes from Σ ê (below half an ulp of 1) and then rounds the
+#     weighted sum up by nearly half an ulp, |m̂| = 1 + 126u against a bound of 1 + 92u; and a payload
+#     of 3 subnormal spacings at weight 0.18 whose product rounds up to one spacing (bound 0.56 of one).
+#     The first run's error also reaches 0.85 of its bound (the mean's and Σ ê's roundings realised).
+@pytest.mark.parametrize("keys,payloads,reach", [
+    ([0] + [F(-61, 8)] * 63, [1] + [1 + F(16 + j, 1024) for j in range(63)], F(4, 5)),
+    ([0, F(-3, 2)], [0, 3 * P(-24)], F(0))])
+def test_softmax_mean_magnitude_counts_its_rounding(keys, payloads, reach):
+    from softmax_adversary import model, ratios
+    seq = [(k, 1 if i == 0 else 0, x) for i, (k, x) in enumerate(zip(keys, payloads))]
+    r = ratios(model(3, 0, [((1, 0, 0), (0, 1, 0))], 1), seq, "binary16", rows=[0], coords=[2], forms=("lr_q",))
+    assert max(r.values()) <= 1, {k: v for k, v in r.items() if v > 1}
+    assert r[0, 2] >= reach
