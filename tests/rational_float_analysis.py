@@ -578,7 +578,7 @@ class Analysis:
                 em = [min(em[c], up(sum((lw * (dl[c] + er[c]) + pl * er[c] + g * hw * mg[c]
                                          for lw, hw, pl, dl, mg, er in zip(lo_w, hi_w, pu, dist, mags, errs)), ZERO)
                                     + (2 * g + g * g) * m_a[c] + n * fmt.tiny)) for c in range(d)]
-                mm = [up(sum((hw * mg[c] for hw, mg in zip(hi_w, mags)), ZERO)) for c in range(d)]
+                mm = [up((1 + g) * sum((hw * mg[c] for hw, mg in zip(hi_w, mags)), ZERO) + n * fmt.tiny) for c in range(d)]
             else:
                 mm = [None] * d
             if s.count(smax) == 1:
@@ -588,7 +588,8 @@ class Analysis:
                     near = sum((w_hat[l] * (dist[l][c] + errs[l][c] + e_a[c] + g * mags[l][c]) for l in others), ZERO)
                     b = up(e_a[c] + (sum_error + g * (1 + g)) * m_a[c] + near + n * fmt.tiny)
                     em[c] = b if em[c] is None else min(em[c], b)
-                    b = up((1 + g) * ((1 + sum_error) * m_a[c] + sum((w_hat[l] * (mags[l][c] + m_a[c]) for l in others), ZERO)))
+                    b = up((1 + g) * ((1 + sum_error) * m_a[c] + sum((w_hat[l] * (mags[l][c] + m_a[c]) for l in others), ZERO))
+                           + n * fmt.tiny)
                     mm[c] = b if mm[c] is None else min(mm[c], b)
             if None in em or None in mm:
                 raise Failed(f"token [{j}, {i}]: the softmax weights' errors are unbounded (H = {approx(H)} ≥ 1)")

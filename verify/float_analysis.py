@@ -759,7 +759,8 @@ class Analysis:
             em = [min(em[k], add(*(add(mul(lw, add(dl[k], er[k])), mul(pl, er[k]), mul(g, mul(hw, mg[k])))
                                    for lw, hw, pl, dl, mg, er in zip(lo_w, hi_w, pu, g_dist, g_mag, g_err)),
                                  mul(g2, m_a[k]), n_tiny)) for k in range(d)]
-            mm = [add(*(mul(hw, mg[k]) for hw, mg in zip(hi_w, g_mag))) for k in range(d)]
+            # |m̂| ≤ (1 + γ) Σ p̂_l |x̂_l| + the products' underflow
+            mm = [add(mul(add(1.0, g), add(*(mul(hw, mg[k]) for hw, mg in zip(hi_w, g_mag)))), n_tiny) for k in range(d)]
             if s.count(smax) == 1:
                 sum_error = add(g, n_tiny)  # |Σ p̂ − 1|: γ, and each weight's rounding where it is subnormal
                 lead = add(sum_error, mul(g, add(1.0, g)))
@@ -770,10 +771,9 @@ class Analysis:
                     near = add(*(mul(w_hat[q], add(g_dist[q][k], g_err[q][k], mul(size[q], e_a[k]), mul(g, g_mag[q][k])))
                                  for q in range(1, len(groups))))
                     em[k] = min(em[k], add(e_a[k], mul(lead, m_a[k]), near, n_tiny))
-                    # |m̂| ≤ (1 + γ)(|x̂_a| Σ p̂ + Σ_{l≠a} p̂_l |x̂_l − x̂_a|)
-                    mm[k] = min(mm[k], mul(add(1.0, g), add(mul(add(1.0, sum_error), m_a[k]),
-                                                            *(mul(w_hat[q], add(g_mag[q][k], mul(size[q], m_a[k])))
-                                                              for q in range(1, len(groups))))))
+                    # |m̂| ≤ (1 + γ)(|x̂_a| Σ p̂ + Σ_{l≠a} p̂_l |x̂_l − x̂_a|) + the products' underflow
+                    mm[k] = min(mm[k], add(mul(add(1.0, g), add(mul(add(1.0, sum_error), m_a[k]), *(
+                        mul(w_hat[q], add(g_mag[q][k], mul(size[q], m_a[k]))) for q in range(1, len(groups))))), n_tiny))
             if inf in em or inf in mm:
                 raise Failed(f"token [{j}, {i}]: the softmax weights' errors are unbounded (H = {approx(H)} ≥ 1)")
             for l in same:
