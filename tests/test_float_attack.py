@@ -16,7 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from conftest import write_json  # noqa: F401  (keeps the tests/ import path)
 
-from flint import ctx, fmpq
+from flint import arb, ctx, fmpq
 
 from tfcert.audit.audit import audit
 from tfcert.bench.floatrun import deviation
@@ -619,3 +619,22 @@ def test_softmax_mean_magnitude_counts_its_rounding(keys, payloads, reach):
     r = ratios(model(3, 0, [((1, 0, 0), (0, 1, 0))], 1), seq, "binary16", rows=[0], coords=[2], forms=("lr_q",))
     assert max(r.values()) <= 1, {k: v for k, v in r.items() if v > 1}
     assert r[0, 2] >= reach
+
+
+# 22. Case 21's construction as the strongest attack on the softmax mean's error bound: binary32,
+#     128 tokens, keys 4360905/2^18 (the least binary32 number above 24 ln 2, so each far weight is
+#     just below u), payloads 1 + (32 + j)·2^-23. Both roundings the bound counts by γ_{n+2} are
+#     realised almost in full — Σ ê loses every far weight (p̂_a = 1 against p_a ≈ 1 − 127u) and the
+#     weighted sum gains nearly u at each of its 127 additions — and the run reaches 0.95 of the
+#     token's bound (0.98 with 256 tokens, 0.99 with 512: the bound's constant terms, ζ_a, H and V's
+#     rounding, are what is left).
+def test_softmax_mean_error_realised_to_the_edge():
+    from softmax_adversary import model, ratios
+    n, key = 128, F(4360905, 2 ** 18)
+    with ctx.workprec(100):
+        assert arb(fmpq(key.numerator, key.denominator)) > 24 * arb(2).log()  # e^-key < u = 2^-24
+    seq = [(0, 1, 1)] + [(-key, 0, 1 + F(32 + j, 2 ** 23)) for j in range(n - 1)]
+    r = ratios(model(3, 0, [((1, 0, 0), (0, 1, 0))], 1), seq, "binary32", rows=[0], coords=[2], forms=("lr_q",),
+               orders=("forward",))
+    assert max(r.values()) <= 1, {k: v for k, v in r.items() if v > 1}
+    assert r[0, 2] >= F(19, 20), f"the attack is no longer at the edge of the bound ({r[0, 2]:.3g})"
