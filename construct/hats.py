@@ -219,6 +219,18 @@ def _spread_scores(values: list[Vec], candidates: list[Vec], d: int) -> list[flo
     return [float(x) for x in score]
 
 
+def binary32_grid(largest: fmpq, finest: fmpq, coarsest: fmpq) -> fmpq | None:
+    """The least finest·2^k, at most ``coarsest``, whose multiples below
+    ``largest`` have at most 24 significant bits (breakpoints on it are
+    exact in binary32), or None where even ``coarsest`` is too fine."""
+    step = finest
+    while largest >= 2 ** 24 * step:
+        step *= 2
+        if step > coarsest:
+            return None
+    return step
+
+
 def dyadic_near(x: fmpq, step: fmpq) -> fmpq:
     """The multiple of ``step`` (a power of two) nearest below-or-at x: a
     breakpoint with few significant bits is exact in a float format, so its

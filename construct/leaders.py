@@ -32,7 +32,7 @@ from dataclasses import dataclass
 
 from flint import fmpq
 
-from tfcert.construct.hats import Hat, Projections, dyadic_near, hat_blocks, min_gap
+from tfcert.construct.hats import Hat, Projections, binary32_grid, dyadic_near, hat_blocks, min_gap
 from tfcert.construct.phase import Phase, frozen
 from tfcert.verify.formats import SA, Dataset, LowRank
 from tfcert.verify.numbers import ONE, ZERO, Vec, dot, scale, sub, unit
@@ -162,9 +162,7 @@ def leader_phase(dataset: Dataset, before: Phase, per_layer: int) -> Phase:
         # the centre on a grid coarsened (up to eps, within the plateau's slack) until every
         # breakpoint has 24 significant bits: exact in binary32, so no rounding of a breakpoint
         # shifts the plateau by a fraction of eps that the slopes 1/eps then amplify
-        step = eps / 8
-        while abs(source[0]) + gap >= 2 ** 24 * step and step < eps:
-            step *= 2
+        step = binary32_grid(abs(source[0]) + gap, eps / 8, eps) or eps
         return Hat(g, dyadic_near(dot(g, source), step), eps, sub(leader.point, source),
                    ((leader.sequence, leader.token),), leader.point, flat=flat, above=drop)
 

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 
 from flint import fmpq
 
-from tfcert.construct.hats import dyadic_near, identity_sa, min_gap
+from tfcert.construct.hats import binary32_grid, dyadic_near, identity_sa, min_gap
 from tfcert.construct.leaders import UP, Leader
 from tfcert.construct.phase import Phase, frozen
 from tfcert.verify.formats import FF, Block, Dataset
@@ -78,10 +78,7 @@ def centre_step(largest: fmpq, radius: fmpq) -> fmpq:
     most 24 significant bits — centres (and so breakpoints) exact in binary32 —
     if that moves a centre by at most radius/8; else SHIFT (codes too large
     for their spacing: no grid keeps their breakpoints exact in binary32)."""
-    step = SHIFT
-    while largest >= 2 ** 24 * step and step <= radius / 8:
-        step *= 2
-    return step if step <= radius / 8 else SHIFT
+    return binary32_grid(largest, SHIFT, radius / 8) or SHIFT
 
 
 def top_target(dataset: Dataset) -> fmpq:
