@@ -74,10 +74,12 @@ def up(x: float) -> float:
 
 
 def add(*terms: float) -> float:
-    """An upper bound on the sum (exact 0 when it is 0: fsum's correctly
-    rounded sum of floats is 0 only when the exact sum is)."""
+    """An upper bound on the sum, 0 exactly when the sum is 0: fsum's
+    correctly rounded sum of floats is 0 only when the exact sum is, and
+    where the next number up is 0 (s the least negative subnormal) s is the
+    exact sum itself (a sum of floats is a multiple of that spacing)."""
     s = fsum(terms)
-    return up(s) if s else 0.0
+    return (up(s) or s) if s else 0.0
 
 
 def mul(a: float, b: float) -> float:
