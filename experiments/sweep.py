@@ -13,6 +13,12 @@ header (commit, hardware, wall time, job states) then one record per trained mod
 workers' logs into DIR/log.txt, so whatever finished is there even if the run is cut short.
 ``tfcert experiment NAME --from DIR/records.jsonl`` turns them into tables.
 
+``--pause``: at the deadline a job stops instead of cutting its steps, and writes its whole
+training state (parameters, Adam moments, data generators, curve: DIR/state/JOB.pt, a few
+hundred kB per CPU-grid job); ``--resume`` continues it from there, step for step as if it had
+never stopped. So a schedule longer than one sitting (or one session of a machine) is trained
+in several, and DIR can be committed between them.
+
 ``--tiny`` shrinks every job's training (steps, batch, held-out set) to test the machinery on a
 CPU in seconds; its numbers mean nothing.
 
@@ -24,6 +30,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -56,10 +63,18 @@ def _full_jobs(name: str, only: tuple[str, ...], seed: int) -> list:
     return [] if only and module.NAME not in only else module.jobs(False, seed)
 
 
+PAUSED = 3  # a worker's exit status when its job paused at the deadline (--pause)
+
+
+def state_file(out: Path, job_name: str) -> Path:
+    """Where a paused job's state lives: DIR/state/ and the job's name in safe characters."""
+    return out / "state" / (re.sub(r"[^A-Za-z0-9]+", "-", job_name).strip("-") + ".pt")
+
+
 def worker(index: int, args: argparse.Namespace) -> int:
     import torch
 
-    from tfcert.experiments.jobs import run_job
+    from tfcert.experiments.jobs import load_state, run_job, save_state
 
     torch.backends.cuda.matmul.allow_tf32 = False  # full float32: the NMSE goes down to 1e-5
     torch.backends.cudnn.allow_tf32 = False
@@ -72,11 +87,22 @@ def worker(index: int, args: argparse.Namespace) -> int:
     def log(line: str) -> None:
         print(f"{time.strftime('%H:%M:%S')} {line}", file=log_file)
     deadline = time.perf_counter() + (args.deadline - time.time())
+    saved = state_file(Path(args.out), job.name)
     try:
-        records = run_job(job, torch.device(args.device), log, deadline)
+        resume = load_state(saved) if args.resume and saved.exists() else None
+        if resume is not None:
+            log(f"{job.name}: continuing from step {resume['training']['step']} ({saved})")
+        records = run_job(job, torch.device(args.device), log, deadline, args.pause, resume)
     except Exception as exc:  # noqa: BLE001 - reported in the log and the header, the sweep goes on
         log(f"FAILED: {type(exc).__name__}: {exc}")
         raise
+    if isinstance(records, dict):  # paused
+        saved.parent.mkdir(exist_ok=True)
+        save_state(records, saved)
+        step, steps = records["training"]["step"], records["training"]["steps"]
+        (parts / f"{index}.paused").write_text(json.dumps([step, steps]))
+        log(f"paused at step {step}/{steps}: state in {saved}")
+        return PAUSED
     tmp = parts / f"{index}.tmp"
     tmp.write_text("".join(json.dumps(r) + "\n" for r in records))
     tmp.rename(parts / f"{index}.jsonl")
@@ -135,7 +161,9 @@ def parent(args: argparse.Namespace) -> int:
         while waiting and len(running) < args.processes:
             i = waiting.pop(0)
             cmd = [sys.executable, "-m", "tfcert.experiments.sweep", "--worker", str(i), "--parts", str(parts),
-                   "--deadline", str(deadline), "--device", args.device, *(["--tiny"] if args.tiny else []),
+                   "--deadline", str(deadline), "--device", args.device, "--out", str(out),
+                   *(["--tiny"] if args.tiny else []), *(["--pause"] if args.pause else []),
+                   *(["--resume"] if args.resume else []),
                    *(["--grid", args.grid] if args.grid else []),
                    *sum((["--only", o] for o in args.only), [])]
             running[i] = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL,
@@ -145,7 +173,10 @@ def parent(args: argparse.Namespace) -> int:
         for i, p in list(running.items()):
             if p.poll() is not None:
                 header["jobs"][i]["state"] = "done" if p.returncode == 0 else f"failed ({p.returncode})"
-                if p.returncode:
+                if p.returncode == PAUSED:
+                    step, steps = json.loads((parts / f"{i}.paused").read_text())
+                    header["jobs"][i]["state"] = f"paused at step {step} of {steps}"
+                elif p.returncode:
                     err = (parts / f"{i}.err").read_text()[-2000:]
                     header["jobs"][i]["error"] = err
                     print(f"job {i} {jobs[i].name} failed:\n{err}", file=sys.stderr)
@@ -154,9 +185,14 @@ def parent(args: argparse.Namespace) -> int:
         _merge(out, parts, header, len(jobs), earlier)
     header["wall_seconds"] = round(time.time() - start, 1)
     _merge(out, parts, header, len(jobs), earlier)
+    for i, job in enumerate(jobs):  # a finished job's records are in DIR now: its state is spent
+        if header["jobs"][i]["state"] == "done" and state_file(out, job.name).exists():
+            state_file(out, job.name).unlink()
+    paused = sum(j["state"].startswith("paused") for j in header["jobs"])
     print(f"sweep: {len(jobs)} jobs in {header['wall_seconds']} s; "
-          f"{sum(j['state'].startswith('done') for j in header['jobs'])} done; wrote {out / 'records.jsonl'}")
-    return 0 if all(j["state"].startswith("done") for j in header["jobs"]) else 1
+          f"{sum(j['state'].startswith('done') for j in header['jobs'])} done"
+          + (f", {paused} paused (go on with --resume)" if paused else "") + f"; wrote {out / 'records.jsonl'}")
+    return 0 if all(j["state"].startswith(("done", "paused")) for j in header["jobs"]) else 1
 
 
 def _hardware(device: str) -> str:
@@ -180,7 +216,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--grid", choices=GRIDS, help="run only this intrinsic-dimension grid: cpu (D = 2, 3, one job "
                                                  "per T and seed) or gpu (D = 2..6, one bank)")
     p.add_argument("--resume", action="store_true",
-                   help="keep the records already in DIR/records.jsonl and run only the jobs they lack")
+                   help="keep the records already in DIR/records.jsonl and run only the jobs they lack, "
+                        "continuing each paused one from its state in DIR/state/")
+    p.add_argument("--pause", action="store_true",
+                   help="at the deadline, pause each job (its state in DIR/state/) instead of cutting its steps")
     p.add_argument("--commit", default=None, help="the commit of the source tree, for the header")
     p.add_argument("--worker", type=int, help=argparse.SUPPRESS)
     p.add_argument("--parts", help=argparse.SUPPRESS)

@@ -5,7 +5,10 @@ Two layers, so that later experiments can reuse the first:
 * ``optimise(flat, rates, losses, config, …)`` is the generic loop: Adam on the (M, P)
   parameters with a rate per member, gradient clipping *per member* (a global clip would couple
   the members), linear warm-up then cosine decay, an optional wall-clock deadline, and
-  checkpoint callbacks. ``losses(step)`` returns the (M,) vector of the members' losses, so any
+  checkpoint callbacks. At the deadline it either cuts the step count (a fixed budget: the run
+  ends with fewer steps) or pauses: it stops with its whole state (``Progress``) so that a later
+  process continues the same run, step for step, as if it had never stopped — how a schedule
+  longer than one session is trained. ``losses(step)`` returns the (M,) vector of the members' losses, so any
   loss fits — a regression loss here, a set loss plus ε‖θ‖² for a regularisation experiment — and
   ``flat`` may start anywhere (a random initialisation, or given weights).
 * ``train_bank(bank, task, streams, config, …)`` is the regression experiment on top of it:
@@ -46,33 +49,51 @@ def rate_factor(step: int, steps: int, warmup: float, final: float) -> float:
 
 
 @dataclass
-class Optimised:
-    steps: int  # steps actually run (fewer than asked only under a deadline)
+class Progress:
+    """Where the Adam loop stands after ``step`` of ``steps``: with the parameters, what a
+    continuation needs (the moments; the step count, which a cut may have lowered) and the
+    seconds spent so far."""
+
+    step: int
+    steps: int
+    m1: torch.Tensor
+    m2: torch.Tensor
     seconds: float
+
+
+@dataclass
+class Optimised:
+    steps: int  # steps actually run (fewer than asked only under a cutting deadline)
+    seconds: float  # over every process that ran a part of it
     last_loss: list[float] = field(default_factory=list)
+    paused: Progress | None = None  # set when a pausing deadline stopped the run before its end
 
 
 def optimise(flat: torch.Tensor, rates: torch.Tensor, losses: Callable[[int], torch.Tensor],
              config: TrainConfig, log: Log, label: str, deadline: float | None = None,
-             checkpoint: Callable[[int, int], None] | None = None) -> Optimised:
+             checkpoint: Callable[[int, int], None] | None = None, pause: bool = False,
+             resume: Progress | None = None) -> Optimised:
     """Adam on ``flat`` (M, P), in place. ``rates``: (M,) base rates. ``losses(step)``: (M,)
     losses. ``deadline``: a ``time.perf_counter()`` value; from step ``PROBE`` on, the step
     count is cut (never raised) so that the run ends before it, and the cosine follows the new
-    count. ``checkpoint(step, steps)`` is called at ``config.checkpoints`` evenly spaced steps,
-    the last one after the final step."""
+    count — or, with ``pause``, the run stops after the last step that ends in time and returns
+    its ``Progress``; ``resume`` (with ``flat`` as it was then) continues it. ``checkpoint(step,
+    steps)`` is called at ``config.checkpoints`` evenly spaced steps, the last one after the
+    final step."""
     start = time.perf_counter()
     flat.requires_grad_(True)
-    m1, m2 = torch.zeros_like(flat), torch.zeros_like(flat)
     b1, b2 = config.betas
     rates = rates.to(flat)[:, None]
-    steps = config.steps
+    if resume is None:
+        resume = Progress(0, config.steps, torch.zeros_like(flat), torch.zeros_like(flat), 0.0)
+    m1, m2, steps = resume.m1.to(flat), resume.m2.to(flat), resume.steps
 
     def marks() -> set[int]:
         return {round(steps * (i + 1) / config.checkpoints) for i in range(config.checkpoints)}
     due = marks()
-    probe_start = start
+    probe_start, probe_step = start, resume.step + 10
     loss = torch.zeros(flat.shape[0])
-    step = 0
+    step = resume.step
     while step < steps:
         step += 1
         loss = losses(step)
@@ -83,27 +104,35 @@ def optimise(flat: torch.Tensor, rates: torch.Tensor, losses: Callable[[int], to
             m2.mul_(b2).addcmul_(grad, grad, value=1 - b2)
             lr = rates * (rate_factor(step - 1, steps, config.warmup, config.final) / (1 - b1 ** step))
             flat.sub_(lr * m1 / (m2 / (1 - b2 ** step)).sqrt_().add_(1e-8))
-        if step == 10:
+        if step == probe_step:
             probe_start = time.perf_counter()
         if step % config.log_every == 0 or step == steps:
             v = loss.detach()
             log(f"{label}: step {step}/{steps} loss {v.mean().item():.3e} "
                 f"(members {v.min().item():.2e}..{v.max().item():.2e})")
-        if deadline is not None and (step == PROBE or (step > PROBE and step % config.log_every == 0)):
-            # Cut (never raise) the step count so the run ends before the deadline; timed from
-            # step 10 on, past the first steps' one-off costs (allocation, kernel selection).
+        ran = step - resume.step
+        timed = deadline is not None and (ran == PROBE or (ran > PROBE and step % config.log_every == 0))
+        if timed:
+            # Timed from 10 steps into this process on, past the first steps' one-off costs
+            # (allocation, kernel selection).
             float(loss.detach().sum())  # wait for the device: time what it has done, not what is queued
-            per_step = (time.perf_counter() - probe_start) / (step - 10)
+            per_step = (time.perf_counter() - probe_start) / (step - probe_step)
             affordable = step + int((deadline - time.perf_counter()) / per_step * 0.92)
-            if affordable < steps:
+            if not pause and affordable < steps:  # cut (never raise) the step count
                 new = max(step + 1, affordable)
                 log(f"{label}: deadline: {steps} steps cut to {new}")
                 steps = new
                 due = marks()
         if checkpoint is not None and step in due:
             checkpoint(step, steps)
+        if timed and pause and step < steps and affordable < step + config.log_every:  # the next check comes too late
+            log(f"{label}: deadline: paused after step {step}/{steps}")
+            flat.requires_grad_(False)
+            seconds = resume.seconds + time.perf_counter() - start
+            return Optimised(step, seconds, [float(v) for v in loss.detach().cpu()],
+                             Progress(step, steps, m1.detach().clone(), m2.detach().clone(), seconds))
     flat.requires_grad_(False)
-    return Optimised(steps, time.perf_counter() - start, [float(v) for v in loss.detach().cpu()])
+    return Optimised(steps, resume.seconds + time.perf_counter() - start, [float(v) for v in loss.detach().cpu()])
 
 
 @dataclass
@@ -132,11 +161,40 @@ class _Group:
     evals: list[tuple[torch.Tensor, torch.Tensor]]  # per stream: held-out x (N, T, d), y (N, K)
 
 
+@dataclass
+class Paused:
+    """A bank's training stopped by a pausing deadline: all that ``train_bank(…, resume=…)``
+    needs to go on exactly where it stopped — the parameters, the optimiser's ``Progress``, the
+    states of the training-data generators and the NMSE curve so far."""
+
+    flat: torch.Tensor
+    progress: Progress
+    generators: list[torch.Tensor]
+    curve: list[tuple[int, list[float]]]
+
+    def to_json(self) -> dict:
+        """Plain tensors, numbers and lists: what ``torch.load(weights_only=True)`` reads back."""
+        p = self.progress
+        return {"flat": self.flat, "m1": p.m1, "m2": p.m2, "step": p.step, "steps": p.steps,
+                "seconds": p.seconds, "generators": self.generators,
+                "curve": [[step, list(v)] for step, v in self.curve]}
+
+    @staticmethod
+    def from_json(state: dict) -> Paused:
+        return Paused(state["flat"], Progress(state["step"], state["steps"], state["m1"], state["m2"],
+                                              state["seconds"]),
+                      list(state["generators"]), [(step, list(v)) for step, v in state["curve"]])
+
+
 def train_bank(bank: Bank, tasks: tuple[Task, ...], streams: tuple[int, ...], config: TrainConfig,
                log: Log, label: str, deadline: float | None = None,
-               flat: torch.Tensor | None = None) -> Trained:
+               flat: torch.Tensor | None = None, pause: bool = False,
+               resume: Paused | None = None) -> Trained | Paused:
     """Train every member of ``bank``: member i learns column ``column`` of ``tasks[task]`` on
-    data stream ``streams[stream]``; all members take the same number of steps."""
+    data stream ``streams[stream]``; all members take the same number of steps. With ``pause``,
+    a deadline stops the run and returns where it stands (``Paused``); ``resume`` continues it,
+    and the two parts together give the same result, bit for bit on one device, as a run that
+    never stopped."""
     device, dtype = bank.device, bank.dtype
     groups = []
     for t, task in enumerate(tasks):
@@ -186,9 +244,13 @@ def train_bank(bank: Bank, tasks: tuple[Task, ...], streams: tuple[int, ...], co
                     nmse[rows] = ((pred - truth) ** 2).mean(1) / truth.var(1)
         return nmse.cpu().tolist()
 
-    if flat is None:
+    if resume is not None:
+        flat = resume.flat.to(device, dtype).clone()
+        for gen, state in zip((gen for _, gens in groups for gen in gens), resume.generators, strict=True):
+            gen.set_state(state)
+    elif flat is None:
         flat = bank.init()
-    curve: list[tuple[int, list[float]]] = []
+    curve: list[tuple[int, list[float]]] = [] if resume is None else list(resume.curve)
 
     def checkpoint(step: int, steps: int) -> None:
         curve.append((step, evaluate()))
@@ -197,5 +259,8 @@ def train_bank(bank: Bank, tasks: tuple[Task, ...], streams: tuple[int, ...], co
             + (f" … ({len(shown)} models)" if len(shown) > 8 else ""))
 
     done = optimise(flat, torch.tensor([m.lr for m in bank.members]), losses, config, log, label,
-                    deadline, checkpoint)
+                    deadline, checkpoint, pause, None if resume is None else resume.progress)
+    if done.paused is not None:
+        return Paused(flat.detach().clone(), done.paused,
+                      [gen.get_state() for _, gens in groups for gen in gens], curve)
     return Trained(curve[-1][1], curve, done.steps, done.seconds, flat.detach())

@@ -325,3 +325,79 @@ def test_sweep_resume_runs_only_the_missing_jobs(torch, tmp_path):
     assert [r for r in records if r.get("earlier")] == earlier
     new = [r for r in records if not r.get("earlier")]
     assert len(new) == 6 and {r["job"] for r in new} == {names[0]}
+
+
+def test_a_paused_run_resumed_is_the_run_that_never_paused(torch, tmp_path):
+    """A deadline with ``pause`` stops after step PROBE; the state, written and read back as the
+    sweep does, continues to the very numbers of an uninterrupted run: parameters, curve, NMSE."""
+    from tfcert.experiments.bank import Bank, Member, Shape
+    from tfcert.experiments.targets import triangle_task
+    from tfcert.experiments.train import TrainConfig
+
+    config = TrainConfig(120, 16, 64, log_every=10, checkpoints=4)
+    members = (Member((1, 1), (8, 8), seed=1), Member((1, 1), (8, 8), seed=2, stream=1, lr=5e-3))
+
+    def bank() -> Bank:
+        return Bank(Shape(d=2, E=8, layers=2, heads=1), members, torch.device("cpu"))
+    tasks, streams, lines = (triangle_task(4),), (5, 6), []
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # small tensors: threads only contend with each other
+    try:
+        _pause_and_resume(torch, tmp_path, bank, tasks, streams, config, lines)
+    finally:
+        torch.set_num_threads(threads)
+
+
+def _pause_and_resume(torch, tmp_path, bank, tasks, streams, config, lines) -> None:
+    import time
+
+    from tfcert.experiments.jobs import load_state, save_state
+    from tfcert.experiments.train import PROBE, Paused, Trained, train_bank
+
+    whole = train_bank(bank(), tasks, streams, config, lambda _: None, "t")
+    paused = train_bank(bank(), tasks, streams, config, lines.append, "t", time.perf_counter(), pause=True)
+    assert isinstance(paused, Paused) and paused.progress.step == PROBE and len(paused.curve) == 1
+    assert any("paused after step 50/120" in line for line in lines)
+    save_state({"training": paused.to_json()}, tmp_path / "state.pt")
+    resumed = train_bank(bank(), tasks, streams, config, lambda _: None, "t",
+                         resume=Paused.from_json(load_state(tmp_path / "state.pt")["training"]))
+    assert isinstance(resumed, Trained) and resumed.steps == whole.steps == 120
+    assert torch.equal(resumed.flat, whole.flat)
+    assert resumed.curve == whole.curve and resumed.nmse == whole.nmse
+
+
+@pytest.mark.slow
+def test_sweep_pause_then_resume_continues_the_job(torch, tmp_path):
+    """``--pause`` past its deadline leaves the job paused with its state in DIR/state/ and no
+    records; ``--resume`` finishes it with the numbers of a run that never paused, and deletes
+    the spent state."""
+    from tfcert.experiments.jobs import run_job
+    from tfcert.experiments.sweep import all_jobs, state_file
+
+    jobs = all_jobs((), tiny=True, grid="cpu")
+    out = tmp_path / "grid"
+    out.mkdir()
+    earlier = [{"experiment": "intrinsic-dim", "job": j.name, "nmse": 0.5} for j in jobs[1:]]
+    (out / "records.jsonl").write_text("".join(json.dumps(r) + "\n" for r in [{"sweep": {}}, *earlier]))
+
+    def sweep(*extra: str) -> list[dict]:
+        run = subprocess.run([sys.executable, "-m", "tfcert.experiments.sweep", "--out", str(out), "--device", "cpu",
+                              "--tiny", "--grid", "cpu", "--resume", "--processes", "1", *extra],
+                             capture_output=True, text=True, timeout=600)
+        assert run.returncode == 0, run.stderr
+        return [json.loads(line) for line in (out / "records.jsonl").read_text().splitlines()]
+    lines = sweep("--pause", "--budget", "1")
+    assert lines[0]["sweep"]["jobs"][0]["state"] == "paused at step 50 of 60"
+    assert len(lines) == 1 + len(earlier) and state_file(out, jobs[0].name).exists()
+    lines = sweep("--budget", "600")
+    new = [r for r in lines[1:] if r["job"] == jobs[0].name]
+    assert lines[0]["sweep"]["jobs"][0]["state"] == "done" and not state_file(out, jobs[0].name).exists()
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # as the sweep's CPU workers: the same sums in the same order
+    try:
+        whole = run_job(jobs[0], torch.device("cpu"), lambda _: None)
+    finally:
+        torch.set_num_threads(threads)
+    assert [r["nmse"] for r in new] == [r["nmse"] for r in whole] and len(new) == 6
+    assert [r["curve"] for r in new] == [r["curve"] for r in whole]
+    assert all(r["paused_at"] == [50] and r["steps"] == 60 for r in new)
