@@ -407,8 +407,8 @@ class Analysis:
             o = self.offsets[j]
             errs = self.err[o:o + len(seq)]
             mags = self.mag[o:o + len(seq)]
-            if A.literal_zero and not softmax:
-                means = [self._uniform(mags, errs)] * len(seq)
+            if A.literal_zero:
+                means = [self._uniform(seq, mags, errs, softmax)] * len(seq)
             elif softmax:
                 sa = self.model.blocks[step.block].sa
                 means = self._softmax(seq, mags, errs, A, sa, j)
@@ -437,12 +437,24 @@ class Analysis:
         for u, v in m.terms:
             self._check_range(2 * max(u.absdot("hat", self.X), v.absdot("hat", self.X)), f"a low-rank product of {name}")
 
-    def _uniform(self, mags, errs) -> tuple:
-        n = len(mags)
-        e = [sum((err[c] for err in errs), ZERO) / n for c in range(self.d)]
-        m = [sum((mg[c] for mg in mags), ZERO) / n for c in range(self.d)]
-        g = self.fmt.gamma(n + 1)
-        return [up(ec + g * mc + n * self.fmt.tiny) for ec, mc in zip(e, m)], m
+    def _uniform(self, seq, mags, errs, softmax: bool) -> tuple:
+        """The mean over literal-zero scores, hardmax or softmax (verify/float_analysis.py says why)."""
+        fmt, n = self.fmt, len(seq)
+        if softmax and not round_nearest(self.model.temperature, fmt) > 0:
+            raise Failed(f"the temperature rounds to 0 in {fmt.name}: 0/0 is NaN")
+        kappa = 2 * EXP_ULPS * fmt.unit if softmax else ZERO
+        rho, beta = (1 + kappa) / (1 - kappa), 2 * kappa / (1 - kappa)
+        eta = (1 + fmt.gamma(n + 1)) / (1 - fmt.gamma(n - 1)) - 1 if softmax else fmt.gamma(n + 1)
+        em, mm = [], []
+        for c in range(self.d):
+            ranges = [coordinate_range(x, c) for x in seq]
+            half = (max(r[1] for r in ranges) - min(r[0] for r in ranges)) / 2
+            mean_e = sum((e[c] for e in errs), ZERO) / n
+            mean_m = sum((m[c] for m in mags), ZERO) / n
+            underflow = fmt.tiny * (n + 1 + n * mean_m)
+            em.append(up(beta * (half + mean_e) + mean_e + eta * rho * mean_m + underflow))
+            mm.append(up((1 + eta) * rho * mean_m + underflow))
+        return em, mm
 
     def _score_error(self, A: Matrix, M, E):
         """A bound on |ŝ_il − s_il| for every l of a sequence (M, E its maxima),

@@ -149,3 +149,61 @@ def test_round_nearest_matches_python_for_binary64(q):
     from flint import fmpq
     r = round_nearest(fmpq(q.numerator, q.denominator), FORMATS["binary64"])
     assert Fraction(int(r.p), int(r.q)) == Fraction(float(q))
+
+
+# --- the mean over literal-zero scores: every exp(0) a float run may return ---------------------
+
+def _uniform_softmax_runs(xs: list[list], fmt, rng) -> list[list]:
+    """Float means of softmax over scores that are literal zeros, as a run may compute them:
+    each exp(0) anywhere within 2 ulps of 1, the sums in a random order, normalising before
+    or after the weighted sum."""
+    from flint import fmpq
+
+    r = lambda q: round_nearest(q, fmt)  # noqa: E731 - one rounding per operation
+    up, down = fmpq(2) * fmt.unit, fmt.unit  # the spacing of the format above 1 and below it
+
+    def total(terms: list) -> fmpq:
+        terms = rng.sample(terms, len(terms))
+        acc = terms[0]
+        for t in terms[1:]:
+            acc = r(acc + t)
+        return acc
+    runs = []
+    for _ in range(4):
+        e = [r(1 + rng.choice((-2, -1, 0, 0, 1, 2)) * (up if rng.random() < 0.5 else down)) for _ in xs]
+        s = total(e)
+        before = [total([r(r(el / s) * x[j]) for el, x in zip(e, xs)]) for j in range(len(xs[0]))]
+        after = [r(total([r(el * x[j]) for el, x in zip(e, xs)]) / s) for j in range(len(xs[0]))]
+        runs += [before, after]
+    return runs
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.sampled_from(["binary32", "binary16", "bfloat16"]),
+       st.lists(st.tuples(st.integers(-300, 300), st.integers(-300, 300)), min_size=1, max_size=9, unique=True),
+       st.sampled_from([100, 7, 64]), st.randoms(use_true_random=False))
+def test_a_literal_zero_softmax_mean_stays_within_its_bound_whatever_exp_returns(name, points, scale, rng):
+    """One softmax block with A = 0 and V = I: its output is the sequence's mean, each token
+    weighed by whatever exp(0) returned (within 2 ulps of 1). The proven bound covers every
+    such run, normalising before or after the sum, in any order."""
+    from flint import fmpq
+
+    from tfcert.verify.check import follow
+    from tfcert.verify.float_analysis import Analysis
+    from tfcert.verify.formats import FF, SA, Block, LowRank, Model
+
+    fmt = FORMATS[name]
+    one, zero = fmpq(1), fmpq(0)
+    model = Model(2, "softmax", (Block(FF(one, (), (), ((), ())), SA(zero, LowRank(zero), LowRank(one))),), one)
+    xs = [tuple(fmpq(a, scale) for a in p) for p in points]
+    analysis = Analysis(model, [xs], fmt)
+    mean_error, _ = analysis._uniform(xs, analysis.mag, analysis.err, softmax=True)  # the mean's own bound
+    for step in Replay(model, [xs]).steps():
+        follow([analysis], step)
+    analysis.finish()
+    assert analysis.failure is None and analysis.bound is not None
+    exact = [sum((x[j] for x in xs), zero) / len(xs) for j in range(2)]
+    rounded = [[round_nearest(v, fmt) for v in x] for x in xs]
+    for run in _uniform_softmax_runs(rounded, fmt, rng):
+        assert all(abs(a - b) <= fmpq(*e.as_integer_ratio()) for a, b, e in zip(run, exact, mean_error))
+        assert max(abs(a - b) for a, b in zip(run, exact)) <= analysis.bound

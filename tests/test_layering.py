@@ -130,8 +130,9 @@ PARTS = {
     # (each underflow scaled by what multiplies it later; the softmax mean centred on its
     # argmax token, each weight's error relative to the argmax's and per pair where the weight
     # matters, one per group of equal score columns and one per group of equal queries, over
-    # their maxima; hardmax's close competitors one by one)
-    "float analysis": (("floats.py", "float_analysis.py"), 618),
+    # their maxima; hardmax's close competitors one by one; a literal-zero A's mean, hardmax or
+    # softmax, as one uniform mean centred on the tokens' midpoint, each exp(0) within 4u of 1)
+    "float analysis": (("floats.py", "float_analysis.py"), 627),
 }
 
 

@@ -555,8 +555,8 @@ class Analysis:
             o = self.offsets[j]
             errs = self.err[o:o + len(seq)]
             mags = self.mag[o:o + len(seq)]
-            if A.literal_zero and not softmax:
-                means = [self._uniform(mags, errs)] * len(seq)
+            if A.literal_zero:
+                means = [self._uniform(seq, mags, errs, softmax)] * len(seq)
             elif softmax:
                 means = self._softmax(seq, mags, errs, A, sa, j)
             elif step.attention is None:  # the replay took A (or V, with ρ = 1) as the zero matrix it is
@@ -584,12 +584,34 @@ class Analysis:
         for u, v in m.terms:
             self._check_range(2 * max(u.absdot("hat", self.X), v.absdot("hat", self.X)), f"a low-rank product of {name}")
 
-    def _uniform(self, mags, errs) -> tuple:
-        n, c = len(mags), self.c
-        e = [div(add(*column), n) for column in zip(*errs)]
-        m = [div(add(*column), n) for column in zip(*mags)]
-        g = c.gamma(n + 1)
-        return [add(ec, mul(g, mc), mul(n, c.tiny)) for ec, mc in zip(e, m)], m
+    def _uniform(self, seq, mags, errs, softmax: bool) -> tuple:
+        """The mean over a sequence whose scores are literal zeros (A stored as 0): every
+        float score, scaled score and difference from the max is exactly 0. Hardmax averages
+        every token; softmax weighs each by ê_l = exp(0), within κ = 4u of 1, so q_l = ê_l / Σ ê
+        lies within a factor ρ = (1 + κ)/(1 − κ) of 1/n, |q_l − 1/n| ≤ β/n, β = ρ − 1 (hardmax:
+        κ = β = 0, ρ = 1). For any point c, Σ q_l x̂_l − (1/n) Σ x_l = Σ (q_l − 1/n)(x̂_l − c)
+        + (1/n) Σ (x̂_l − x_l), as the q_l − 1/n sum to 0; c is the midpoint of the sequence's
+        tokens, coordinate by coordinate. The float mean is Σ q_l x̂_l with each term off by a
+        factor within η of 1 (Higham, §3.1): hardmax's n − 1 sums and a division, γ_{n+1};
+        softmax, normalising before or after the sum, (1 + θ_{n+1})/(1 + θ̄), θ̄ the weighted
+        mean of the roundings of Σ ê, η = (1 + γ_{n+1})/(1 − γ_{n−1}) − 1. Underflow: the n
+        products' (tiny/2 each, at most doubled by what follows), the division's, and the n
+        weights' (tiny/2 each, times |x̂_l|). The magnitude bounds |m̂| and |m| alike."""
+        fmt, c, n = self.fmt, self.c, len(seq)
+        if softmax and not round_nearest(self.model.temperature, fmt) > 0:
+            raise Failed(f"the temperature rounds to 0 in {fmt.name}: 0/0 is NaN")
+        kappa = 2 * EXP_ULPS * fmt.unit if softmax else fmpq(0)
+        rho, beta = fup((1 + kappa) / (1 - kappa)), fup(2 * kappa / (1 - kappa))
+        eta = fup((1 + fmt.gamma(n + 1)) / (1 - fmt.gamma(n - 1)) - 1) if softmax else c.gamma(n + 1)
+        em, mm = [], []
+        for k in range(self.d):
+            ranges = [coordinate_range(x, k) for x in seq]  # |x_l − c| ≤ half, c the midpoint
+            half, mean_e = fup((max(r[1] for r in ranges) - min(r[0] for r in ranges)) / 2), div(add(*(e[k] for e in errs)), n)
+            mean_m = div(add(*(m[k] for m in mags)), n)
+            underflow = mul(c.tiny, add(float(n + 1), mul(n, mean_m)))
+            em.append(add(mul(beta, add(half, mean_e)), mean_e, mul(eta, mul(rho, mean_m)), underflow))
+            mm.append(add(mul(add(1.0, eta), mul(rho, mean_m)), underflow))
+        return em, mm
 
     def _score_error(self, A: Matrix, M, E):
         """A bound on |ŝ_il − s_il| for every l of a sequence (M, E its maxima),
