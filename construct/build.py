@@ -11,7 +11,7 @@ from tfcert.construct.certificate import certificate as write_certificate
 from tfcert.construct.collapse import collapse
 from tfcert.construct.leaders import leader_phase
 from tfcert.construct.phase import Phase
-from tfcert.construct.separation import bumps, separation
+from tfcert.construct.separation import separation
 from tfcert.construct.snap import UNITS, snap_phase
 from tfcert.construct.temperature import tau_star_claim
 from tfcert.errors import InputError
@@ -32,16 +32,14 @@ class Construction:
 def construct(dataset: Dataset, attention: str = "hardmax", width: int = 4, progress=None) -> Construction:
     """Build a transformer that maps each input set of ``dataset`` exactly onto
     its output set. ``width`` bounds the FF width: ⌊width/4⌋ leader hats or
-    snaps per layer (⌊width/3⌋ bump hats). ``progress(done, total, label)``
+    snaps per layer (bump hats one per layer). ``progress(done, total, label)``
     hears which phase is being built."""
     if width < UNITS:
         raise InputError(f"width={width} is too small; a leader hat or a snap needs {UNITS} units")
     per_layer = width // UNITS
     step = _phases(progress, attention)
-    step("bumps")
-    bump = bumps(dataset, width // 3)
     step("separation")
-    sep = separation(dataset, bump)
+    bump, sep = separation(dataset)
     step("leaders")
     lead = leader_phase(dataset, sep, per_layer)
     step("collapse")
@@ -61,7 +59,7 @@ def construct(dataset: Dataset, attention: str = "hardmax", width: int = 4, prog
 
 def _phases(progress, attention: str):
     """``step(name)``: tell ``progress`` the phase now built and how many came before."""
-    names = ["bumps", "separation", "leaders", "collapse"]
+    names = ["separation", "leaders", "collapse"]
     names += ["tau*"] if attention == "softmax" else []
     names += ["interpolation"]
 

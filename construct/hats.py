@@ -238,6 +238,24 @@ def dyadic_near(x: fmpq, step: fmpq) -> fmpq:
     return fmpq(int((x / step).floor())) * step
 
 
+def flat_hat(g: Vec, source: Vec, gap: fmpq, delta: Vec, moves: tuple[tuple[int, int], ...], to: Vec,
+             above: Vec | None = None) -> Hat:
+    """A flat-topped hat on the coordinate axis ``g`` (each pre-activation one coordinate minus a
+    breakpoint: exact in floats) moving ``source``, whose value there is ``gap`` (≤ 1) from every
+    other token's, by ``delta``. ε is the largest power of two ≤ min(1/16, gap/16); the plateau
+    is the widest that keeps half the gap to each neighbour, so it absorbs a float run's error in
+    the coordinate; the centre lies on a grid coarsened (up to ε, within the plateau's slack)
+    until every breakpoint has 24 significant bits: exact in binary32, so no rounding of a
+    breakpoint shifts the plateau by a fraction of ε that the slopes 1/ε then amplify."""
+    eps = fmpq(1, 16)
+    while eps > gap / 16:
+        eps /= 2
+    flat = fmpq(int(((gap / 2 - eps - eps / 8) / eps).floor())) * eps
+    value = dot(g, source)
+    step = binary32_grid(abs(value) + gap, eps / 8, eps) or eps
+    return Hat(g, dyadic_near(value, step), eps, delta, moves, to, flat=flat, above=above)
+
+
 def min_gap(sorted_values: list[fmpq]) -> fmpq | None:
     gaps = [b - a for a, b in zip(sorted_values, sorted_values[1:])]
     return min(gaps) if gaps else None

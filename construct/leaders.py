@@ -32,7 +32,7 @@ from dataclasses import dataclass
 
 from flint import fmpq
 
-from tfcert.construct.hats import Hat, Projections, binary32_grid, dyadic_near, hat_blocks, min_gap
+from tfcert.construct.hats import Hat, Projections, flat_hat, hat_blocks, min_gap
 from tfcert.construct.phase import Phase, frozen
 from tfcert.verify.formats import SA, Dataset, LowRank
 from tfcert.verify.numbers import ONE, ZERO, Vec, dot, scale, sub, unit
@@ -153,18 +153,8 @@ def leader_phase(dataset: Dataset, before: Phase, per_layer: int) -> Phase:
         source = seqs[position[leader.sequence]][leader.token]
         k = bisect_left(keys, source[0])
         gap = min(min_gap(keys[max(k - 1, 0):k + 2]) or ONE, ONE)  # ≤ 1: windows stay clear of placed leaders
-        eps = fmpq(1, 16)
-        while eps > gap / 16:
-            eps /= 2
-        # the widest plateau that keeps half the gap to each neighbour: it absorbs a float run's
-        # error in t
-        flat = fmpq(int(((gap / 2 - eps - eps / 8) / eps).floor())) * eps
-        # the centre on a grid coarsened (up to eps, within the plateau's slack) until every
-        # breakpoint has 24 significant bits: exact in binary32, so no rounding of a breakpoint
-        # shifts the plateau by a fraction of eps that the slopes 1/eps then amplify
-        step = binary32_grid(abs(source[0]) + gap, eps / 8, eps) or eps
-        return Hat(g, dyadic_near(dot(g, source), step), eps, sub(leader.point, source),
-                   ((leader.sequence, leader.token),), leader.point, flat=flat, above=drop)
+        return flat_hat(g, source, gap, sub(leader.point, source), ((leader.sequence, leader.token),),
+                        leader.point, above=drop)
 
     def t_of(leader: Leader) -> fmpq:
         return seqs[position[leader.sequence]][leader.token][0]

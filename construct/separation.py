@@ -1,27 +1,33 @@
 """Phase 1, separation: make every token of the whole dataset distinct.
 
-One block: the FF projects every token to a scalar t on a direction where
-distinct tokens and distinct means project apart, and the SA with A = 0 adds
+The FF of the first block (η = 0) projects every token to (t, 1, 0, …),
+t = α·w·x + β ∈ [1/64, 1/32], on a direction where distinct tokens and
+distinct means project apart; the SA of the phase's last block (A = 0) adds
 λ times the sequence's mean t̄_j. Shifted values t + λt̄_j collide only for
 finitely many λ — unless two sequences share a token and have equal means.
-Those are first told apart by "bumps": a hat moving one token value c (in one
-sequence, not the other) by a small δ. Each bump splits a class of equal
-means without merging any two others, so at most N − 1 are needed.
+Those are first told apart, between the projection and the mean shift, by
+"bumps": a flat-topped hat on t alone (exact pre-activations in floats, a
+plateau that absorbs the float error of t) moving one token value (in one
+sequence, not the other) by a power of two δ, a quarter of its gap or less.
+Each bump splits a class of equal means without merging any two others, so
+at most N − 1 are needed; with the projection they take B + 1 blocks, the
+last one's SA the mean shift.
 """
 from __future__ import annotations
 
 from collections import defaultdict
+from dataclasses import dataclass
 from itertools import combinations, count, islice
 
 import numpy as np
 from flint import fmpq
 
-from tfcert.construct.hats import Hat, Projections, dense, direction, hat_blocks, min_gap, sparse
+from tfcert.construct.hats import Projections, dense, direction, flat_hat, hat_blocks, identity_sa, min_gap, sparse
 from tfcert.construct.phase import Phase, frozen
 from tfcert.verify.layers import mean
 from tfcert.verify.shortcuts import distinct_sorted
 from tfcert.verify.formats import FF, SA, Block, Dataset, LowRank
-from tfcert.verify.numbers import ONE, ZERO, Vec, add, dot, scale, unit
+from tfcert.verify.numbers import ONE, ZERO, Vec, dot, scale, unit
 
 
 def small_rationals():
@@ -37,11 +43,11 @@ def _means(seqs: list[list[Vec]]) -> list[Vec]:
     return [mean(s, range(len(s))) for s in seqs]
 
 
-def _clash(seqs: list[list[Vec]]) -> tuple[int, int] | None:
-    """Two sequences with equal means and a shared token, if any."""
+def _clash(seqs: list[list[Vec]], keys: list) -> tuple[int, int] | None:
+    """Two sequences with equal ``keys`` (their means) and a shared token, if any."""
     by_mean = defaultdict(list)
-    for j, mu in enumerate(_means(seqs)):
-        by_mean[mu].append(j)
+    for j, key in enumerate(keys):
+        by_mean[key].append(j)
     for group in by_mean.values():
         for a, b in combinations(group, 2):
             if set(seqs[a]) & set(seqs[b]):
@@ -49,76 +55,125 @@ def _clash(seqs: list[list[Vec]]) -> tuple[int, int] | None:
     return None
 
 
-def _bump(seqs: list[list[Vec]], a: int, b: int, d: int) -> tuple[Vec, Vec]:
-    """A value c in one sequence only and a shift δ that separates the means of
-    ``a`` and ``b`` while keeping all other distinct means distinct."""
-    only = [x for x in seqs[a] if x not in set(seqs[b])] or [x for x in seqs[b] if x not in set(seqs[a])]
-    c = only[0]
-    values = {x for s in seqs for x in s}
-    old = _means(seqs)
-    e = tuple(fmpq(1, k + 1) for k in range(d))
-    for s in small_rationals():
-        delta = scale(s, e)
-        if add(c, delta) in values:
-            continue
-        moved = [[add(x, delta) if x == c else x for x in seq] for seq in seqs]
-        new = _means(moved)
-        owners = defaultdict(set)
-        for mu_new, mu_old in zip(new, old):
-            owners[mu_new].add(mu_old)
-        if new[a] != new[b] and all(len(o) == 1 for o in owners.values()):
-            return c, delta
-    raise AssertionError("unreachable")
+def bump_plan(seqs: list[list[Vec]]) -> list[Vec]:
+    """The token values the bumps move, in order: while two sequences have
+    equal means and share a token, a value in one but not the other (the
+    first in file order). Moving value c_k by δ_k adds δ_k/n_j to the mean
+    of every sequence j holding it, so which means are equal after the bumps
+    does not depend on the projection or on the δ_k (for all but finitely
+    many): a sequence's mean is kept as its mean and the coefficients of the
+    δ_k, equal to another's only where both are. Each bump splits the class
+    of the pair and merges none: at most N − 1."""
+    keys = [(mu, ()) for mu in _means(seqs)]
+    plan = []
+    while (pair := _clash(seqs, keys)) is not None:
+        a, b = pair
+        only = [x for x in seqs[a] if x not in set(seqs[b])] or [x for x in seqs[b] if x not in set(seqs[a])]
+        c = only[0]
+        plan.append(c)
+        keys = [(mu, coef + (fmpq(int(c in s), len(s)),)) for (mu, coef), s in zip(keys, seqs)]
+    return plan
 
 
-def bumps(dataset: Dataset, per_layer: int) -> Phase:
-    """The tie-break blocks, from the dataset's inputs."""
-    d = dataset.d
-    seqs = [list(p.input) for p in dataset.pairs]
-    blocks, claims = [], []
-    while (pair := _clash(seqs)) is not None:
-        c, delta = _bump(seqs, *pair, d)
-        values = sorted({x for s in seqs for x in s})
-        w = direction(values, d)
-        projections = {(p.index, i): dot(w, x) for p, s in zip(dataset.pairs, seqs) for i, x in enumerate(s)}
-        keys = sorted(set(projections.values()))
-        p = dot(w, c)
-        k = keys.index(p)
-        eps = (min_gap(keys[max(k - 1, 0):k + 2]) or ONE) / 2
-        moves = tuple((q.index, i) for q, s in zip(dataset.pairs, seqs) for i, x in enumerate(s) if x == c)
-        new_blocks, new_claims = hat_blocks([Hat(w, p, eps, delta, moves, add(c, delta))], per_layer, d,
-                                            len(blocks), Projections(projections))
-        blocks += new_blocks
-        claims += new_claims
-        seqs = [[add(x, delta) if x == c else x for x in s] for s in seqs]
-    return Phase("bump", (0, len(blocks)), tuple(blocks), tuple(claims), frozen(seqs))
+@dataclass(frozen=True)
+class Bump:
+    value: Vec  # the token value it moves (every copy)
+    t: fmpq  # its t before the bump
+    gap: fmpq  # the distance from t to every other token's
+    delta: fmpq  # the move in t: ± a power of two ≤ gap/4
 
 
-def separation(dataset: Dataset, before: Phase) -> Phase:
-    """The projection + mean-shift block. The FF (η = 0) maps every token to
-    (t, 1, 0, …) with t = α·w·x + β ∈ [1/64, 1/32]: one scalar per token, on
-    a direction w where distinct tokens and distinct sequence means project
-    apart, and the constant 1 in coordinate 2 that the later phases use as
-    an anchor. The SA (A = 0: the exact mean, for every τ too) adds λ·t̄_j
-    (λ = 0 where no token is shared: V is then 0 and a float run's SA exact).
-    After it every t is distinct. w and λ are chosen together (_conditioned)."""
-    d, seqs, block = dataset.d, before.tokens, before.span[1]
-    means = _means(seqs)
-    w, (alpha, beta), lam = _conditioned(seqs, means, [len(p.output) for p in dataset.pairs], d)
+def _power_below(x: fmpq) -> fmpq:
+    """The largest power of two ≤ x (x > 0)."""
+    p = ONE
+    while p > x:
+        p /= 2
+    while 2 * p <= x:
+        p *= 2
+    return p
+
+
+def _bumped(ts: list[list[fmpq]], seqs: list[list[Vec]], plan: list[Vec]) -> tuple[list[list[fmpq]], tuple[Bump, ...]] | None:
+    """Every token's t after the plan's bumps, and the bumps. Each moves its
+    value towards the wider side, by the largest power of two ≤ gap/4 (gap:
+    the nearer neighbour's distance), so it stays 3/4 of the gap clear of
+    every other token and its hat's slopes are a few times δ/gap: the tokens
+    past the hat's window, whose four units are on and cancel, keep their
+    float error. δ is halved while two means of distinct classes (bump_plan)
+    coincide; None where 64 halvings do not part them."""
+    ts = [list(row) for row in ts]
+    means, coefs, bumps = _means(seqs), [() for _ in seqs], []
+    for c in plan:
+        where = [(j, i) for j, s in enumerate(seqs) for i, x in enumerate(s) if x == c]
+        t = ts[where[0][0]][where[0][1]]
+        below = [t - v for row in ts for v in row if v < t]
+        above = [v - t for row in ts for v in row if v > t]
+        gap = min(below + above)
+        delta = (ONE if not above or (below and min(above) >= min(below)) else -ONE) * _power_below(gap / 4)
+        coefs = [coef + (fmpq(int(c in s), len(s)),) for coef, s in zip(coefs, seqs)]
+        for _ in range(64):
+            moved = [list(row) for row in ts]
+            for j, i in where:
+                moved[j][i] = t + delta
+            if _classes_apart(moved, means, coefs):
+                break
+            delta /= 2
+        else:
+            return None
+        ts = moved
+        bumps.append(Bump(c, t, gap, delta))
+    return ts, tuple(bumps)
+
+
+def _classes_apart(ts: list[list[fmpq]], means: list[Vec], coefs: list[tuple]) -> bool:
+    """Whether sequences in distinct classes (mean, bump coefficients) have distinct means of t."""
+    by_class = {}
+    for row, mu, coef in zip(ts, means, coefs):
+        by_class.setdefault((mu, coef), sum(row, ZERO) / len(row))
+    return _distinct(list(by_class.values()))
+
+
+def separation(dataset: Dataset) -> tuple[Phase, Phase]:
+    """The bump phase and the separation. The first FF (η = 0) maps every
+    token to (t, 1, 0, …) with t = α·w·x + β ∈ [1/64, 1/32]: one scalar per
+    token, on a direction w where distinct tokens and distinct sequence
+    means project apart, and the constant 1 in coordinate 2 that the later
+    phases use as an anchor. The bumps' hats follow (one per block, on t
+    alone), then an SA (A = 0: the exact mean, for every τ too) adds λ·t̄_j
+    (λ = 0 where no token is shared: V is then 0 and a float run's SA
+    exact). After it every t is distinct. w, the bumps and λ are chosen
+    together (_conditioned). Without bumps the separation is one block of
+    its own; with B bumps the bump phase holds all B + 1 blocks and the
+    separation speaks about the SA of the last one, as the collapse does of
+    the leader phase's."""
+    d, seqs = dataset.d, [list(p.input) for p in dataset.pairs]
+    plan = bump_plan(seqs)
+    w, (alpha, beta), lam, ts, bumps = _conditioned(seqs, _means(seqs), [len(p.output) for p in dataset.pairs],
+                                                    plan, d)
     e_t, e_y = unit(d, 0), unit(d, 1)
     ff = FF(ZERO, (scale(alpha, w), tuple(ZERO for _ in range(d))), (beta, ONE),
             tuple((a, b) for a, b in zip(e_t, e_y)))
-    ts = [[alpha * dot(w, x) + beta for x in s] for s in seqs]
+    rest = tuple(ZERO for _ in range(d - 2))
     shifts = [lam * sum(row, ZERO) / len(row) for row in ts]  # λ·t̄_j, once per sequence
-    shifted = [[t + s for t in row] for row, s in zip(ts, shifts)]
     sa = SA(ONE, LowRank(ZERO), LowRank(ZERO, ((scale(lam, e_t), e_t),)))
-    after = [[(t, ONE) + tuple(ZERO for _ in range(d - 2)) for t in row] for row in shifted]
-    keys = sorted(t for row in shifted for t in row)
+    after = [[(t + s, ONE) + rest for t in row] for row, s in zip(ts, shifts)]
+    keys = sorted(t + s for row, s in zip(ts, shifts) for t in row)
     gap = min_gap(keys)
+    block = len(bumps)
     claims = ({"kind": "uniform_attention", "block": block},
               {"kind": "separation", "block": block, "direction": [str(v) for v in e_t],
                "min_gap": None if gap is None else str(gap)})
-    return Phase("separation", (block, block + 1), (Block(ff, sa),), claims, frozen(after))
+    if not bumps:
+        return (Phase("bump", (0, 0), (), (), frozen(seqs)),
+                Phase("separation", (0, 1), (Block(ff, sa),), claims, frozen(after)))
+    projected = {(p.index, i): alpha * dot(w, x) + beta for p, s in zip(dataset.pairs, seqs) for i, x in enumerate(s)}
+    hats = [flat_hat(e_t, (b.t,) + (ONE,) + rest, min(b.gap, ONE), scale(b.delta, e_t),
+                     tuple((p.index, i) for p, s in zip(dataset.pairs, seqs) for i, x in enumerate(s) if x == b.value),
+                     (b.t + b.delta, ONE) + rest) for b in bumps]
+    blocks, hat_claims = hat_blocks(hats, 1, d, 1, Projections(projected), sa)
+    bumped = [[(t, ONE) + rest for t in row] for row in ts]
+    return (Phase("bump", (0, block + 1), (Block(ff, identity_sa()), *blocks), tuple(hat_claims), frozen(bumped)),
+            Phase("separation", (block, block + 1), (), claims, frozen(after)))
 
 
 SHIFTS = 32
@@ -140,42 +195,46 @@ def _distinct(keys: list[fmpq]) -> bool:
     return all(a != b for a, b in zip(keys, keys[1:]))
 
 
-def _conditioned(seqs, means: list[Vec], leaders: list[int], d: int) -> tuple[Vec, tuple[fmpq, fmpq], fmpq]:
-    """w, (α, β) and λ of the separation block: among the dense candidates,
-    the coordinate axes and sparse directions (hats.sparse) and λ = 0 or one
-    of the first SHIFTS small rationals, the pair a float run keeps apart
-    best (_ranking, in float64), the first that checks exactly: w gives
-    distinct tokens and distinct means distinct projections, and the shifted
-    values t + λ·t̄_j are pairwise distinct. Where float64 ranks none (values
-    beyond its range, or every candidate colliding), direction() and the
-    first λ that separates."""
+def _conditioned(seqs, means: list[Vec], leaders: list[int], plan: list[Vec], d: int):
+    """w, (α, β), λ, every token's t after the bumps, and the bumps: among
+    the dense candidates, the coordinate axes and sparse directions
+    (hats.sparse) and λ = 0 or one of the first SHIFTS small rationals, the
+    pair a float run keeps apart best (_ranking, in float64), the first that
+    checks exactly: w gives distinct tokens and distinct means distinct
+    projections, the plan's bumps keep distinct means apart (_bumped), and
+    the shifted values t + λ·t̄_j are pairwise distinct. Where float64 ranks
+    none (values beyond its range, or every candidate colliding),
+    direction() and the first λ that separates."""
     tokens = [x for s in seqs for x in s]
     values = distinct_sorted(tokens + means)
     candidates, lams = dense(d) + sparse(d), [ZERO, *islice(small_rationals(), SHIFTS)]
     tried: dict[int, tuple | None] = {}
 
-    def shifted(i: int, lam: fmpq) -> tuple[fmpq, fmpq] | None:
-        """(α, β) when candidate i with λ separates everything exactly, else None."""
+    def shifted(i: int, lam: fmpq) -> tuple | None:
+        """((α, β), t after the bumps, the bumps) when candidate i with λ separates everything
+        exactly, else None."""
         if i not in tried:
             w = candidates[i]
             ok = any(w) and _distinct([dot(w, x) for x in values])
-            tried[i] = None if not ok else (_scaling([dot(w, x) for x in tokens]),
-                                            [[dot(w, x) for x in s] for s in seqs])
+            tried[i] = None
+            if ok:
+                alpha, beta = _scaling([dot(w, x) for x in tokens])
+                bumped = _bumped([[alpha * dot(w, x) + beta for x in s] for s in seqs], seqs, plan)
+                tried[i] = None if bumped is None else ((alpha, beta), *bumped)
         if tried[i] is None:
             return None
-        (alpha, beta), projections = tried[i]
-        ts = [[alpha * p + beta for p in row] for row in projections]
+        ts = tried[i][1]
         keys = [t + lam * sum(row, ZERO) / len(row) for row in ts for t in row]
-        return (alpha, beta) if _distinct(keys) else None
+        return tried[i] if _distinct(keys) else None
 
-    for i, j in _ranking(seqs, means, leaders, candidates, lams, d):
-        if (scaling := shifted(i, lams[j])) is not None:
-            return candidates[i], scaling, lams[j]
+    for i, j in _ranking(seqs, means, leaders, plan, candidates, lams, d):
+        if (found := shifted(i, lams[j])) is not None:
+            return candidates[i], found[0], lams[j], *found[1:]
     w = direction(values, d)
     candidates.append(w)
     for lam in small_rationals():  # measure-zero failures aside, one of the first few
-        if (scaling := shifted(len(candidates) - 1, lam)) is not None:
-            return w, scaling, lam
+        if (found := shifted(len(candidates) - 1, lam)) is not None:
+            return w, found[0], lam, *found[1:]
     raise AssertionError("unreachable")
 
 
@@ -190,13 +249,14 @@ PLATEAU = 2.5
 DROP = 5 * 4 * 4 / 1e-3
 
 
-def _ranking(seqs, means: list[Vec], leaders: list[int], candidates: list[Vec], lams: list[fmpq],
-             d: int) -> list[tuple[int, int]]:
+def _ranking(seqs, means: list[Vec], leaders: list[int], plan: list[Vec], candidates: list[Vec],
+             lams: list[fmpq], d: int) -> list[tuple[int, int]]:
     """(candidate, λ) index pairs that float64 tells apart, best first: by
     the largest predicted error of the leader phase relative to what it
-    tolerates (_badness). Keys are rounded to 1/32 of a binary order of
-    magnitude, so that the order does not hang on float64 noise, ties going
-    to the earlier candidate, then the earlier λ."""
+    tolerates (_badness), on the values of t after the plan's bumps
+    (_bumped's rule, in float64). Keys are rounded to 1/32 of a binary order
+    of magnitude, so that the order does not hang on float64 noise, ties
+    going to the earlier candidate, then the earlier λ."""
     try:
         X = np.array([[float(v) for v in x] for s in seqs for x in s], dtype=np.float64).reshape(-1, d)
         M = np.array([[float(v) for v in mu] for mu in means], dtype=np.float64).reshape(-1, d)
@@ -218,7 +278,7 @@ def _ranking(seqs, means: list[Vec], leaders: list[int], candidates: list[Vec], 
         spread = P.max(axis=0) - P.min(axis=0)
         alpha = np.minimum(1.0, 2.0 ** np.floor(-np.log2(64 * np.where(spread > 0, spread, 1.0))))  # _scaling's
         beta = 1 / 64 - alpha * P.min(axis=0)
-        t = alpha * P + beta
+        t = _bumped_floats(alpha * P + beta, [x for s in seqs for x in s], plan)
         inexact = (X.astype(np.float32).astype(np.float64) != X).astype(np.float64)
         E_ff = ((np.count_nonzero(W, axis=0) + 1) * (alpha * (np.abs(X) @ np.abs(W)) + np.abs(beta))
                 + alpha * ((np.abs(X) * inexact) @ np.abs(W)) + np.abs(beta))
@@ -233,6 +293,21 @@ def _ranking(seqs, means: list[Vec], leaders: list[int], candidates: list[Vec], 
             keys += [(np.round(np.log2(np.maximum(b, 2.0 ** -1000)) * 32), int(i), j) for i, b in zip(keep, bad)
                      if np.isfinite(b)]
     return [(i, j) for _, i, j in sorted(keys)]
+
+
+def _bumped_floats(t: np.ndarray, tokens: list[Vec], plan: list[Vec]) -> np.ndarray:
+    """Per column (a candidate): every token's t (rows) after the plan's
+    bumps by _bumped's rule, in float64 (no halving: a merge of means is
+    found by the exact check)."""
+    t = t.copy()
+    for c in plan:
+        rows = np.array([x == c for x in tokens])
+        diff = t - t[rows][0]
+        below = np.where(diff < 0, -diff, np.inf).min(axis=0)
+        above = np.where(diff > 0, diff, np.inf).min(axis=0)
+        gap = np.minimum(below, above)
+        t[rows] += np.where(above >= below, 1.0, -1.0) * 2.0 ** np.floor(np.log2(gap / 4))
+    return t
 
 
 def _badness(s: np.ndarray, lead: np.ndarray, E: np.ndarray) -> np.ndarray:
