@@ -35,8 +35,9 @@ def check_bundle(ds: dict) -> None:
         assert size["blocks"] <= size["bounds"]["blocks"]
         assert size["width"] <= 4 and size["parameters"] <= size["bounds"]["parameters"]
         n_seq, sum_m = len(ds["pairs"]), sum(len(p["output"]) for p in ds["pairs"])
-        bumps = len(bundle.construction.phases[0].blocks)
+        bumps = sum(c["kind"] == "hat" for c in bundle.construction.phases[0].claims)
         assert bumps <= n_seq - 1
+        assert len(bundle.construction.phases[0].blocks) == (bumps + 1 if bumps else 0)  # the projection's block too
         # d ≥ 3 hardmax adds the interval block and one block per sequence with leftovers, but one
         # block fewer than the sequences in all: L ≤ 2Σm + 1 + bumps + N ≤ 2Σm + 2N (Theorem 1.6)
         extra = size["blocks"] - (2 * sum_m + 1 + bumps)
@@ -69,7 +70,7 @@ def test_construct_verifies_and_interpolates(ds):
 def test_bumps_separate_equal_means_with_shared_tokens():
     with tempfile.TemporaryDirectory() as tmp:
         bundle = build(write_json(Path(tmp) / "ds.json", EQUAL_MEANS))
-    assert 1 <= len(bundle.construction.phases[0].blocks) <= 3
+    assert 1 <= sum(c["kind"] == "hat" for c in bundle.construction.phases[0].claims) <= 3
 
 
 @pytest.mark.slow
@@ -85,18 +86,26 @@ def test_extreme_shapes():
 @pytest.mark.parametrize("attention", ["hardmax", "softmax"])
 @pytest.mark.parametrize("example", ["demo.json", "equal-means.json"])
 def test_phases_chain(example, attention):
-    """Each phase's blocks sit at its span, one after another, and make the model; the collapse
-    speaks about the leader phase's last block, whose attention is the collapse's (not the
-    identity), and hands on the model's temperature; the last phase's tokens are the targets."""
+    """Each phase's blocks sit at its span, one after another, and make the model; a phase with
+    no blocks of its own speaks about the block before: the collapse about the leader phase's
+    last block, whose attention is the collapse's (not the identity), and, after bumps, the
+    separation about the bump phase's last one, whose attention is the mean shift; the collapse
+    hands on the model's temperature; the last phase's tokens are the targets."""
     dataset = read_dataset(load_document(REPO / "tfcert" / "examples" / example))
     construction = construct(dataset, attention)
     phases = {p.name: p for p in construction.phases}
     at = 0
     for p in construction.phases:
-        if p.name != "collapse":
+        if p.blocks or p.span == (at, at):
             assert p.span == (at, at + len(p.blocks))
             at += len(p.blocks)
+        else:
+            assert p.span == (at - 1, at)
     assert sum((p.blocks for p in construction.phases), ()) == construction.model.blocks
+    bump, sep = phases["bump"], phases["separation"]
+    assert (example == "equal-means.json") == bool(bump.blocks) == (sep.blocks == ())
+    if bump.blocks:
+        assert bump.blocks[-1].sa != identity_sa() and all(b.sa == identity_sa() for b in bump.blocks[:-1])
     lead, coll = phases["leaders"], phases["collapse"]
     assert coll.blocks == () and coll.span == (lead.span[1] - 1, lead.span[1])
     assert lead.blocks[-1].sa != identity_sa() and all(b.sa == identity_sa() for b in lead.blocks[:-1])
