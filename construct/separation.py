@@ -8,7 +8,8 @@ finitely many λ — unless two sequences share a token and have equal means.
 Those are first told apart, between the projection and the mean shift, by
 "bumps": a flat-topped hat on t alone (exact pre-activations in floats, a
 plateau that absorbs the float error of t) moving one token value (in one
-sequence, not the other) by a power of two δ, a quarter of its gap or less.
+sequence, not the other) by a power of two δ, a quarter of its gap or less
+(docs/construction.md, "Bumps").
 Each bump splits a class of equal means without merging any two others, so
 at most N − 1 are needed; with the projection they take B + 1 blocks, the
 last one's SA the mean shift.
@@ -79,7 +80,7 @@ def bump_plan(seqs: list[list[Vec]]) -> list[Vec]:
 class Bump:
     value: Vec  # the token value it moves (every copy)
     t: fmpq  # its t before the bump
-    gap: fmpq  # the distance from t to every other token's
+    gap: fmpq  # the distance from t to the nearest other token's
     delta: fmpq  # the move in t: ± a power of two ≤ gap/4
 
 
@@ -97,9 +98,9 @@ def _bumped(ts: list[list[fmpq]], seqs: list[list[Vec]], plan: list[Vec]) -> tup
     """Every token's t after the plan's bumps, and the bumps. Each moves its
     value towards the wider side, by the largest power of two ≤ gap/4 (gap:
     the nearer neighbour's distance), so it stays 3/4 of the gap clear of
-    every other token and its hat's slopes are a few times δ/gap: the tokens
-    past the hat's window, whose four units are on and cancel, keep their
-    float error. δ is halved while two means of distinct classes (bump_plan)
+    every other token and its hat's slopes δ/ε stay below 8 (ε > gap/32,
+    hats.flat_hat): the tokens past the hat's window, whose four units are
+    on and cancel, keep their float error. δ is halved while two means of distinct classes (bump_plan)
     coincide; None where 64 halvings do not part them."""
     ts = [list(row) for row in ts]
     means, coefs, bumps = _means(seqs), [() for _ in seqs], []
