@@ -57,15 +57,38 @@ class Hat:
             cols[2], cols[3] = tuple(c + r for c, r in zip(cols[2], ramp)), tuple(c - r for c, r in zip(cols[3], ramp))
         return tuple(cols)
 
+    @property
+    def gain(self) -> fmpq:
+        """The power of two g the stored units are scaled by: U row g·w, bias −g·breakpoint,
+        W column col/g — the same map (relu is positively homogeneous), and in floats the same
+        products, but with the largest U or bias entry and the largest W entry balanced (within a
+        factor 4): a hat's slopes δ/ε no longer have to fit a narrow format's range alone."""
+        inner = max(*map(abs, self.w), *(abs(p) for p, _ in self.units()))
+        return balance(inner, max(abs(v) for col in self.columns() for v in col))
+
+
+def balance(inner: fmpq, outer: fmpq) -> fmpq:
+    """The power of two g with g²·inner ≤ outer < 4·g²·inner (1 when either is 0): g·inner and
+    outer/g are then within a factor 4 of each other, their geometric mean between them."""
+    g = ONE
+    if not inner or not outer:
+        return g
+    while 4 * g * g * inner <= outer:
+        g *= 2
+    while g * g * inner > outer:
+        g /= 2
+    return g
+
 
 def hat_ff(hats: list[Hat], d: int) -> FF:
-    """One FF layer (η = 1) holding ``hats`` side by side."""
+    """One FF layer (η = 1) holding ``hats`` side by side, each scaled by its gain."""
     U, b, cols = [], [], []
     for hat in hats:
+        g = hat.gain
         for (breakpoint, _), col in zip(hat.units(), hat.columns()):
-            U.append(hat.w)
-            b.append(-breakpoint)
-            cols.append(col)
+            U.append(scale(g, hat.w))
+            b.append(-g * breakpoint)
+            cols.append(scale(1 / g, col))
     W = tuple(tuple(col[i] for col in cols) for i in range(d))
     return FF(ONE, tuple(U), tuple(b), W)
 
@@ -75,14 +98,15 @@ def identity_sa() -> SA:
 
 
 def hat_claims(hats: list[Hat], block: int, margins: list[fmpq | None]) -> list[dict]:
-    """The certificate's claim for each hat of one FF layer."""
+    """The certificate's claim for each hat of one FF layer (``margins`` on w): window and
+    margin on the stored U row, g·w."""
     claims, first = [], 0
     for h, m in zip(hats, margins):
-        n = len(h.units())
+        n, g = len(h.units()), h.gain
         claims.append({"kind": "hat", "block": block, "units": list(range(first, first + n)),
-                       "window": [str(h.window[0]), str(h.window[1])],
+                       "window": [str(g * h.window[0]), str(g * h.window[1])],
                        "moves": [list(m) for m in h.moves], "to": [str(v) for v in h.to],
-                       "margin": None if m is None else str(m)})
+                       "margin": None if m is None else str(g * m)})
         if h.above is not None:
             claims[-1]["above"] = [str(v) for v in h.above]
         first += n

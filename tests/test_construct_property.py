@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 from conftest import REPO, dataset_json, datasets, write_json
-from hypothesis import HealthCheck, example, given, settings
+from hypothesis import HealthCheck, assume, example, given, settings
 from hypothesis import strategies as st
 from fractions import Fraction
 from flint import fmpq
@@ -141,3 +141,70 @@ def test_snap_breakpoints_are_exact_in_binary32_and_stay_above_every_target(raw,
             assert all(round_nearest(p, FORMATS["binary32"]) == p for p in points)
     gaps = [b - a for a, b in zip(codes, codes[1:])]
     assert not gaps or r + reach <= min(gaps)
+
+
+@st.composite
+def hats(draw):
+    """A hat as the leader phase (w = ±2^k e_i, flat, ``above``) or a bump (w dense, three units)
+    builds one, with slopes from 1 to 2^40 and breakpoints from 2^-35 to 2^35."""
+    from tfcert.construct.hats import Hat
+
+    d = draw(st.integers(2, 4))
+    if draw(st.booleans()):
+        i = draw(st.integers(0, d - 1))
+        w = tuple(draw(st.sampled_from([-1, 1])) * fmpq(2) ** draw(st.integers(-3, 3)) if j == i else fmpq(0)
+                  for j in range(d))
+    else:
+        w = tuple(fmpq(draw(st.integers(-2 ** 20, 2 ** 20)), 2 ** 20) for _ in range(d))
+    assume(any(w))
+    eps = fmpq(1, 2 ** draw(st.integers(0, 36)))
+    flat = eps * draw(st.integers(0, 8))
+    p = draw(st.integers(-2 ** 30, 2 ** 30)) * fmpq(2) ** -draw(st.integers(-5, 35))
+    delta = tuple(fmpq(draw(st.integers(-64, 64)), draw(st.integers(1, 8))) for _ in range(d))
+    assume(any(delta))
+    above = (tuple(fmpq(draw(st.integers(-64, 64)), 64) for _ in range(d))
+             if flat and draw(st.booleans()) else None)
+    return Hat(w, p, eps, delta, ((0, 0),), delta, flat=flat, above=above)
+
+
+@settings(max_examples=60, deadline=None)
+@given(hats(), st.lists(st.integers(-6, 6), min_size=1, max_size=8), st.integers(-3, 3))
+def test_a_hat_layer_is_the_unscaled_map_with_balanced_numbers(hat, offsets, shift):
+    """The stored units are the hat's scaled by its gain g (a power of two): the layer is
+    exactly x + Σ col_k·relu(w·x − p_k), the unscaled map (relu is positively homogeneous), at
+    every breakpoint and around it; the claim's window on the stored row g·w still bounds where
+    the group acts (z3, as the verifier asks); and the largest U or bias entry and the largest
+    W entry are within a factor 4, so each is below 2·sqrt(their product, the unscaled one's):
+    a hat whose U and W ranges multiply to at most 32752² fits binary16 (largest 65504)."""
+    from tfcert.construct.hats import hat_claims, hat_ff
+    from tfcert.verify.floats import FORMATS, round_nearest
+    from tfcert.verify.layers import apply_ff, relu
+    from tfcert.verify.numbers import add, dot, scale
+    from tfcert.verify.regions import ramps_to, zero_outside
+
+    d, g = len(hat.w), hat.gain
+    assert g > 0 and (g.p == 1 or g.q == 1) and not int(g.p * g.q) & int(g.p * g.q - 1)  # a power of two
+    ff = hat_ff([hat], d)
+    units, cols = hat.units(), hat.columns()
+    base = tuple(fmpq(shift + j, 3) for j in range(d))
+    for p, _ in units:
+        for k in offsets:
+            t = p + k * hat.eps / 4  # w·x = t: x = base moved along w
+            x = add(base, scale((t - dot(hat.w, base)) / dot(hat.w, hat.w), hat.w))
+            unscaled = x
+            for (q, _), col in zip(units, cols):
+                unscaled = add(unscaled, scale(relu(dot(hat.w, x) - q), col))
+            assert apply_ff(ff, x) == unscaled
+    claim = hat_claims([hat], 0, [None])[0]
+    lo, hi = (fmpq(*map(int, (v.split("/") + ["1"])[:2])) for v in claim["window"])
+    assert (lo, hi) == (g * hat.window[0], g * hat.window[1])
+    members = tuple(range(len(units)))
+    assert (zero_outside(ff, members, lo, hi) if hat.above is None else ramps_to(ff, members, lo, hi, hat.above)) is None
+    inner = max(abs(v) for v in (*(x for row in ff.U for x in row), *ff.b))
+    outer = max(abs(v) for row in ff.W for v in row)
+    assert inner <= outer < 4 * inner
+    unscaled_inner = max(*map(abs, hat.w), *(abs(q) for q, _ in units))
+    assert inner * outer == unscaled_inner * max(abs(v) for col in cols for v in col)
+    if inner * outer <= 32752 ** 2:
+        for v in (*(x for row in ff.U for x in row), *ff.b, *(x for row in ff.W for x in row)):
+            round_nearest(v, FORMATS["binary16"])  # no OverflowError
