@@ -388,9 +388,13 @@ def test_cli_round_trip_sixteen_bit(torch, tmp_path, capsys, dtype, code):
 
 @pytest.mark.slow
 def test_cli_sixteen_bit_overflow_and_onnx_refusal(capsys, tmp_path):
-    """float16 tops out at 65504: one-sequence-d8's hats overflow it, named; ONNX is offered in float64/float32."""
+    """float16 tops out at 65504: a parameter at 65520, the midpoint to 2^16, rounds to infinity and is
+    named (the example bundles' hats are balanced and fit); ONNX is offered in float64/float32."""
     pytest.importorskip("torch")
-    model = REPO / "certificates" / "one-sequence-d8" / "model.json"
+    doc = json.loads((REPO / "certificates" / "one-sequence-d8" / "model.json").read_text())
+    doc["blocks"][1]["ff"]["W"][0][0] = "65520"
+    model = tmp_path / "model.json"
+    model.write_text(json.dumps(doc))
     out = tmp_path / "m.pt"
     assert main(["export", str(model), "-o", str(out), "--torch", "--dtype", "float16"]) == 2
     lines = _error_lines(capsys.readouterr().err)
