@@ -39,7 +39,7 @@ def construct(dataset: Dataset, attention: str = "hardmax", width: int = 4, prog
     per_layer = width // UNITS
     step = _phases(progress, attention)
     step("separation")
-    bump, sep = separation(dataset)
+    bump, sep = separation(dataset, attention)
     step("leaders")
     lead = leader_phase(dataset, sep, per_layer)
     step("collapse")

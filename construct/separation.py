@@ -134,7 +134,7 @@ def _classes_apart(ts: list[list[fmpq]], means: list[Vec], coefs: list[tuple]) -
     return _distinct(list(by_class.values()))
 
 
-def separation(dataset: Dataset) -> tuple[Phase, Phase]:
+def separation(dataset: Dataset, attention: str) -> tuple[Phase, Phase]:
     """The bump phase and the separation. The first FF (η = 0) maps every
     token to (t, 1, 0, …) with t = α·w·x + β ∈ [1/64, 1/32]: one scalar per
     token, on a direction w where distinct tokens and distinct sequence
@@ -150,7 +150,7 @@ def separation(dataset: Dataset) -> tuple[Phase, Phase]:
     d, seqs = dataset.d, [list(p.input) for p in dataset.pairs]
     plan = bump_plan(seqs)
     w, (alpha, beta), lam, ts, bumps = _conditioned(seqs, _means(seqs), [len(p.output) for p in dataset.pairs],
-                                                    plan, d)
+                                                    plan, d, attention == "softmax")
     e_t, e_y = unit(d, 0), unit(d, 1)
     ff = FF(ZERO, (scale(alpha, w), tuple(ZERO for _ in range(d))), (beta, ONE),
             tuple((a, b) for a, b in zip(e_t, e_y)))
@@ -181,13 +181,19 @@ SHIFTS = 32
 
 
 def _scaling(projections: list[fmpq]) -> tuple[fmpq, fmpq]:
-    """α (a power of two, exact in floats) and β with α·w·x + β ∈ [1/64, 1/32]:
-    every later breakpoint lies within a factor 2 of every t, so the hats'
-    pre-activations t − breakpoint are exact in floats (Sterbenz)."""
+    """α and β with α·w·x + β ∈ [1/64, 1/32]: every later breakpoint lies
+    within a factor 2 of every t, so the hats' pre-activations t − breakpoint
+    are exact in floats (Sterbenz). α = 2^-k·m/8 (m = 8 … 15, α ≤ 1), the
+    largest such with a spread of t ≤ 1/64: the gaps between tokens fill the
+    range within 1/9 rather than within a factor 2 (a power of two alone),
+    while their float error, about u·|t|, stays; and α·w stays exact in
+    binary32 (w's entries multiples of 2^-20 in [−1, 1]: 21 bits, times m's 4)."""
     lo, hi = min(projections), max(projections)
     alpha = ONE
     while alpha * (hi - lo) > fmpq(1, 64):
         alpha /= 2
+    if alpha < 1:
+        alpha *= max(m for m in range(8, 16) if alpha * m * (hi - lo) <= fmpq(8, 64)) / fmpq(8)
     return alpha, fmpq(1, 64) - alpha * lo
 
 
@@ -196,7 +202,7 @@ def _distinct(keys: list[fmpq]) -> bool:
     return all(a != b for a, b in zip(keys, keys[1:]))
 
 
-def _conditioned(seqs, means: list[Vec], leaders: list[int], plan: list[Vec], d: int):
+def _conditioned(seqs, means: list[Vec], leaders: list[int], plan: list[Vec], d: int, softmax: bool):
     """w, (α, β), λ, every token's t after the bumps, and the bumps: among
     the dense candidates, the coordinate axes and sparse directions
     (hats.sparse) and λ = 0 or one of the first SHIFTS small rationals, the
@@ -228,7 +234,7 @@ def _conditioned(seqs, means: list[Vec], leaders: list[int], plan: list[Vec], d:
         keys = [t + lam * sum(row, ZERO) / len(row) for row in ts for t in row]
         return tried[i] if _distinct(keys) else None
 
-    for i, j in _ranking(seqs, means, leaders, plan, candidates, lams, d):
+    for i, j in _ranking(seqs, means, leaders, plan, candidates, lams, d, softmax):
         if (found := shifted(i, lams[j])) is not None:
             return candidates[i], found[0], lams[j], *found[1:]
     w = direction(values, d)
@@ -245,13 +251,18 @@ def _conditioned(seqs, means: list[Vec], leaders: list[int], plan: list[Vec], d:
 # below it (PLATEAU). A token above a hat's window is dropped with all four units on: their
 # slopes |δ|/ε ≤ 4/ε cancel, but a float run rounds each product, γ_5·4·4·Δ/ε for a token Δ
 # above the window; the collapse's argmax gaps between one sequence's leaders (≈ 0.02, the
-# leaders' angles) tolerate errors of about 1e-3 there (DROP).
+# leaders' angles) tolerate errors of about 1e-3 there (DROP). A hat whose leader's and
+# neighbour's errors together exceed FULL × the gap between them has no room left for its plateau
+# and margin in a binary32 run (u = 2^-24): such a pair ranks after every pair without one, the
+# plateau alone deciding among them — the drops' errors, large or not, grow a bound, while a unit
+# within its error bound of 0 ends the analysis.
 PLATEAU = 2.5
 DROP = 5 * 4 * 4 / 1e-3
+FULL = 0.75 * 2 ** 24
 
 
 def _ranking(seqs, means: list[Vec], leaders: list[int], plan: list[Vec], candidates: list[Vec],
-             lams: list[fmpq], d: int) -> list[tuple[int, int]]:
+             lams: list[fmpq], d: int, softmax: bool) -> list[tuple[int, int]]:
     """(candidate, λ) index pairs that float64 tells apart, best first: by
     the largest predicted error of the leader phase relative to what it
     tolerates (_badness), on the values of t after the plan's bumps
@@ -278,6 +289,8 @@ def _ranking(seqs, means: list[Vec], leaders: list[int], plan: list[Vec], candid
         P = X @ W
         spread = P.max(axis=0) - P.min(axis=0)
         alpha = np.minimum(1.0, 2.0 ** np.floor(-np.log2(64 * np.where(spread > 0, spread, 1.0))))  # _scaling's
+        alpha = np.where(alpha < 1, alpha * np.clip(np.floor(8 / (64 * alpha * np.where(spread > 0, spread, 1.0))),
+                                                    8, 15) / 8, alpha)
         beta = 1 / 64 - alpha * P.min(axis=0)
         t = _bumped_floats(alpha * P + beta, [x for s in seqs for x in s], plan)
         inexact = (X.astype(np.float32).astype(np.float64) != X).astype(np.float64)
@@ -288,12 +301,27 @@ def _ranking(seqs, means: list[Vec], leaders: list[int], plan: list[Vec], candid
             top = np.argsort(-P[start:start + len(s)], axis=0, kind="stable")[:m]  # the m_j largest t
             np.put_along_axis(lead[start:start + len(s)], top, True, axis=0)
         tbar, Ebar = per_sequence(t), per_sequence(E_ff)
+        mean = _mean_error(t, tbar, Ebar, count[seq, None], seq, softmax)
         for j, lam in enumerate(map(float, lams)):
-            E = E_ff if lam == 0 else E_ff + lam * (Ebar + (count[seq, None] + 2) * tbar) + (d + 4) * (t + lam * tbar)
-            bad = _badness(t + lam * tbar, lead, E)
-            keys += [(np.round(np.log2(np.maximum(b, 2.0 ** -1000)) * 32), int(i), j) for i, b in zip(keep, bad)
-                     if np.isfinite(b)]
-    return [(i, j) for _, i, j in sorted(keys)]
+            E = E_ff if lam == 0 else E_ff + lam * mean + (d + 4) * (t + lam * tbar)
+            full, bad = _badness(t + lam * tbar, lead, E)
+            keys += [(bool(f), np.round(np.log2(np.maximum(b, 2.0 ** -1000)) * 32), int(i), j)
+                     for i, f, b in zip(keep, full, bad) if np.isfinite(b)]
+    return [(i, j) for _, _, i, j in sorted(keys)]
+
+
+def _mean_error(t: np.ndarray, tbar: np.ndarray, Ebar: np.ndarray, n: np.ndarray, seq: np.ndarray,
+                softmax: bool) -> np.ndarray:
+    """Per token and candidate: the error of its sequence's float mean of t (units of u) as the
+    float analysis bounds a uniform attention's (verify/float_analysis.py, _uniform), plus λ's
+    rounding: hardmax's n − 1 sums and a division, γ_{n+1}; softmax's weights, each within
+    κ = 4u of 1/n, add (1 + γ_{n+1})/(1 − γ_{n−1}) − 1 ≈ γ_{2n} on the mean's magnitude and
+    β ≈ 2κ on the half-spread of the sequence's t and on the errors."""
+    if not softmax:
+        return Ebar + (n + 2) * tbar
+    starts = np.r_[0, np.flatnonzero(np.diff(seq)) + 1]
+    half = ((np.maximum.reduceat(t, starts, axis=0) - np.minimum.reduceat(t, starts, axis=0)) / 2)[seq]
+    return 9 * Ebar + (2 * n + 1) * tbar + 8 * half
 
 
 def _bumped_floats(t: np.ndarray, tokens: list[Vec], plan: list[Vec]) -> np.ndarray:
@@ -311,29 +339,34 @@ def _bumped_floats(t: np.ndarray, tokens: list[Vec], plan: list[Vec]) -> np.ndar
     return t
 
 
-def _badness(s: np.ndarray, lead: np.ndarray, E: np.ndarray) -> np.ndarray:
+def _badness(s: np.ndarray, lead: np.ndarray, E: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Per column (a candidate): the largest predicted error over the leader
     hats relative to what they tolerate (in units of u; inf where two values
     of ``s`` coincide), from every token's shifted value ``s``, whether it
     is a leader, and its error in t ``E`` (units of u): the FF's
     (k+1)·(α·Σ_k|w_k x_ik| + |β|) for a k-term dot product plus the input's
     and β's rounding, and where λ ≠ 0 the SA's (the mean's, and V's, a
-    d-term product in the float run's dense form: (d+4)·(|t_i| + λ|t̄_j|))."""
+    d-term product in the float run's dense form: (d+4)·(|t_i| + λ|t̄_j|)).
+    And whether some hat's leader and neighbour err by more than FULL × their gap, where the
+    plateau's ratio alone is the badness."""
     n, C = s.shape
     if n < 2:
-        return np.zeros(C)
+        return np.zeros(C, dtype=bool), np.zeros(C)
     order = np.argsort(s, axis=0)  # ties make the pair collide (inf) whatever their order
     ss, ls, Es = (np.take_along_axis(a, order, axis=0) for a in (s, lead, E))
     g = np.diff(ss, axis=0)
     inf, zero = np.full((1, C), np.inf), np.zeros((1, C))
     gap = np.minimum(np.vstack([inf, g]), np.vstack([g, inf]))
     near = np.maximum(np.vstack([zero, Es[:-1]]), np.vstack([Es[1:], zero]))
-    plateau = PLATEAU * (Es + near) / gap
+    ratio = (Es + near) / gap
     # what each leader's hat drops: the tokens up to the next leader above (later hats run below)
     rows = np.arange(n)[:, None]
     above = np.minimum.accumulate(np.where(ls, rows, n)[::-1], axis=0)[::-1]
     nxt = np.vstack([above[1:], np.full((1, C), n)])
     top = np.take_along_axis(ss, np.maximum(nxt - 1, rows), axis=0)
     eps = np.minimum(1 / 16, 2.0 ** np.floor(np.log2(np.minimum(gap, 1.0) / 16)))  # leaders.py's ε
-    bad = np.where(ls, np.maximum(plateau, DROP * (top - ss) / eps), 0.0).max(axis=0)
-    return np.where((g > 0).all(axis=0) & np.isfinite(bad), bad, np.inf)
+    worst = np.where(ls, ratio, 0.0).max(axis=0)
+    full = worst > FULL
+    bad = np.where(full, PLATEAU * worst, np.where(ls, np.maximum(PLATEAU * ratio, DROP * (top - ss) / eps), 0.0).max(axis=0))
+    return full, np.where((g > 0).all(axis=0) & np.isfinite(bad), bad, np.inf)
+
