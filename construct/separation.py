@@ -94,7 +94,8 @@ def _power_below(x: fmpq) -> fmpq:
     return p
 
 
-def _bumped(ts: list[list[fmpq]], seqs: list[list[Vec]], plan: list[Vec]) -> tuple[list[list[fmpq]], tuple[Bump, ...]] | None:
+def _bumped(ts: list[list[fmpq]], seqs: list[list[Vec]], plan: list[Vec],
+            unit: fmpq = ONE) -> tuple[list[list[fmpq]], tuple[Bump, ...]] | None:
     """Every token's t after the plan's bumps, and the bumps. Each moves its
     value towards the wider side, by the largest power of two ≤ gap/4 (gap:
     the nearer neighbour's distance), so it stays 3/4 of the gap clear of
@@ -110,7 +111,7 @@ def _bumped(ts: list[list[fmpq]], seqs: list[list[Vec]], plan: list[Vec]) -> tup
         below = [t - v for row in ts for v in row if v < t]
         above = [v - t for row in ts for v in row if v > t]
         gap = min(below + above)
-        delta = (ONE if not above or (below and min(above) >= min(below)) else -ONE) * _power_below(gap / 4)
+        delta = (ONE if not above or (below and min(above) >= min(below)) else -ONE) * unit * _power_below(gap / (4 * unit))
         coefs = [coef + (fmpq(int(c in s), len(s)),) for coef, s in zip(coefs, seqs)]
         for _ in range(64):
             moved = [list(row) for row in ts]
@@ -226,7 +227,8 @@ def _conditioned(seqs, means: list[Vec], leaders: list[int], plan: list[Vec], d:
             tried[i] = None
             if ok:
                 alpha, beta = _scaling([dot(w, x) for x in tokens])
-                bumped = _bumped([[alpha * dot(w, x) + beta for x in s] for s in seqs], seqs, plan)
+                bumped = _bumped([[alpha * dot(w, x) + beta for x in s] for s in seqs], seqs, plan,
+                                 alpha / _power_below(alpha))
                 tried[i] = None if bumped is None else ((alpha, beta), *bumped)
         if tried[i] is None:
             return None
@@ -292,7 +294,7 @@ def _ranking(seqs, means: list[Vec], leaders: list[int], plan: list[Vec], candid
         alpha = np.where(alpha < 1, alpha * np.clip(np.floor(8 / (64 * alpha * np.where(spread > 0, spread, 1.0))),
                                                     8, 15) / 8, alpha)
         beta = 1 / 64 - alpha * P.min(axis=0)
-        t = _bumped_floats(alpha * P + beta, [x for s in seqs for x in s], plan)
+        t = _bumped_floats(alpha * P + beta, [x for s in seqs for x in s], plan, alpha / 2.0 ** np.floor(np.log2(alpha)))
         inexact = (X.astype(np.float32).astype(np.float64) != X).astype(np.float64)
         E_ff = ((np.count_nonzero(W, axis=0) + 1) * (alpha * (np.abs(X) @ np.abs(W)) + np.abs(beta))
                 + alpha * ((np.abs(X) * inexact) @ np.abs(W)) + np.abs(beta))
@@ -324,7 +326,7 @@ def _mean_error(t: np.ndarray, tbar: np.ndarray, Ebar: np.ndarray, n: np.ndarray
     return 9 * Ebar + (2 * n + 1) * tbar + 8 * half
 
 
-def _bumped_floats(t: np.ndarray, tokens: list[Vec], plan: list[Vec]) -> np.ndarray:
+def _bumped_floats(t: np.ndarray, tokens: list[Vec], plan: list[Vec], unit: np.ndarray) -> np.ndarray:
     """Per column (a candidate): every token's t (rows) after the plan's
     bumps by _bumped's rule, in float64 (no halving: a merge of means is
     found by the exact check)."""
@@ -335,7 +337,7 @@ def _bumped_floats(t: np.ndarray, tokens: list[Vec], plan: list[Vec]) -> np.ndar
         below = np.where(diff < 0, -diff, np.inf).min(axis=0)
         above = np.where(diff > 0, diff, np.inf).min(axis=0)
         gap = np.minimum(below, above)
-        t[rows] += np.where(above >= below, 1.0, -1.0) * 2.0 ** np.floor(np.log2(gap / 4))
+        t[rows] += np.where(above >= below, 1.0, -1.0) * unit * 2.0 ** np.floor(np.log2(gap / (4 * unit)))
     return t
 
 
