@@ -81,7 +81,7 @@ class Bump:
     value: Vec  # the token value it moves (every copy)
     t: fmpq  # its t before the bump
     gap: fmpq  # the distance from t to the nearest other token's
-    delta: fmpq  # the move in t: ± a power of two ≤ gap/4
+    delta: fmpq  # the move in t: ± α's mantissa times a power of two, ≤ gap/4
 
 
 def _power_below(x: fmpq) -> fmpq:
@@ -97,8 +97,10 @@ def _power_below(x: fmpq) -> fmpq:
 def _bumped(ts: list[list[fmpq]], seqs: list[list[Vec]], plan: list[Vec],
             unit: fmpq = ONE) -> tuple[list[list[fmpq]], tuple[Bump, ...]] | None:
     """Every token's t after the plan's bumps, and the bumps. Each moves its
-    value towards the wider side, by the largest power of two ≤ gap/4 (gap:
-    the nearer neighbour's distance), so it stays 3/4 of the gap clear of
+    value towards the wider side, by the largest ``unit`` (α's mantissa, m/8)
+    times a power of two ≤ gap/4 (gap: the nearer neighbour's distance): the
+    same multiple of α as with a power-of-two α, so the same values collide,
+    in float64 and exactly. It stays 3/4 of the gap clear of
     every other token and its hat's slopes δ/ε stay below 8 (ε > gap/32,
     hats.flat_hat): the tokens past the hat's window, whose four units are
     on and cancel, keep their float error. δ is halved while two means of distinct classes (bump_plan)
