@@ -95,7 +95,7 @@ def _power_below(x: fmpq) -> fmpq:
 
 
 def _bumped(ts: list[list[fmpq]], seqs: list[list[Vec]], plan: list[Vec],
-            unit: fmpq = ONE) -> tuple[list[list[fmpq]], tuple[Bump, ...]] | None:
+            unit: fmpq) -> tuple[list[list[fmpq]], tuple[Bump, ...]] | None:
     """Every token's t after the plan's bumps, and the bumps. Each moves its
     value towards the wider side, by the largest ``unit`` (α's mantissa, m/8)
     times a power of two ≤ gap/4 (gap: the nearer neighbour's distance): the
@@ -113,7 +113,8 @@ def _bumped(ts: list[list[fmpq]], seqs: list[list[Vec]], plan: list[Vec],
         below = [t - v for row in ts for v in row if v < t]
         above = [v - t for row in ts for v in row if v > t]
         gap = min(below + above)
-        delta = (ONE if not above or (below and min(above) >= min(below)) else -ONE) * unit * _power_below(gap / (4 * unit))
+        sign = ONE if not above or (below and min(above) >= min(below)) else -ONE
+        delta = sign * unit * _power_below(gap / (4 * unit))
         coefs = [coef + (fmpq(int(c in s), len(s)),) for coef, s in zip(coefs, seqs)]
         for _ in range(64):
             moved = [list(row) for row in ts]
@@ -296,7 +297,8 @@ def _ranking(seqs, means: list[Vec], leaders: list[int], plan: list[Vec], candid
         alpha = np.where(alpha < 1, alpha * np.clip(np.floor(8 / (64 * alpha * np.where(spread > 0, spread, 1.0))),
                                                     8, 15) / 8, alpha)
         beta = 1 / 64 - alpha * P.min(axis=0)
-        t = _bumped_floats(alpha * P + beta, [x for s in seqs for x in s], plan, alpha / 2.0 ** np.floor(np.log2(alpha)))
+        t = _bumped_floats(alpha * P + beta, [x for s in seqs for x in s], plan,
+                           alpha / 2.0 ** np.floor(np.log2(alpha)))  # α's mantissa
         inexact = (X.astype(np.float32).astype(np.float64) != X).astype(np.float64)
         E_ff = ((np.count_nonzero(W, axis=0) + 1) * (alpha * (np.abs(X) @ np.abs(W)) + np.abs(beta))
                 + alpha * ((np.abs(X) * inexact) @ np.abs(W)) + np.abs(beta))
@@ -371,6 +373,7 @@ def _badness(s: np.ndarray, lead: np.ndarray, E: np.ndarray) -> tuple[np.ndarray
     eps = np.minimum(1 / 16, 2.0 ** np.floor(np.log2(np.minimum(gap, 1.0) / 16)))  # leaders.py's ε
     worst = np.where(ls, ratio, 0.0).max(axis=0)
     full = worst > FULL
-    bad = np.where(full, PLATEAU * worst, np.where(ls, np.maximum(PLATEAU * ratio, DROP * (top - ss) / eps), 0.0).max(axis=0))
+    bad = np.where(ls, np.maximum(PLATEAU * ratio, DROP * (top - ss) / eps), 0.0).max(axis=0)
+    bad = np.where(full, PLATEAU * worst, bad)
     return full, np.where((g > 0).all(axis=0) & np.isfinite(bad), bad, np.inf)
 
