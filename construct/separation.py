@@ -321,13 +321,13 @@ def _mean_error(t: np.ndarray, tbar: np.ndarray, Ebar: np.ndarray, n: np.ndarray
     """Per token and candidate: the error of its sequence's float mean of t (units of u) as the
     float analysis bounds a uniform attention's (verify/float_analysis.py, _uniform), plus λ's
     rounding: hardmax's n − 1 sums and a division, γ_{n+1}; softmax's weights, each within
-    κ = 4u of 1/n, add (1 + γ_{n+1})/(1 − γ_{n−1}) − 1 ≈ γ_{2n} on the mean's magnitude and
-    β ≈ 2κ on the half-spread of the sequence's t and on the errors."""
+    κ = 4u of 1/n, make it (1 + γ_{n+1})/(1 − γ_{n−1}) − 1 ≈ γ_{2n} on the mean's magnitude,
+    plus β ≈ 2κ = 8u on the half-spread of the sequence's t (β times the errors: second order)."""
     if not softmax:
         return Ebar + (n + 2) * tbar
     starts = np.r_[0, np.flatnonzero(np.diff(seq)) + 1]
     half = ((np.maximum.reduceat(t, starts, axis=0) - np.minimum.reduceat(t, starts, axis=0)) / 2)[seq]
-    return 9 * Ebar + (2 * n + 1) * tbar + 8 * half
+    return Ebar + (2 * n + 1) * tbar + 8 * half
 
 
 def _bumped_floats(t: np.ndarray, tokens: list[Vec], plan: list[Vec], unit: np.ndarray) -> np.ndarray:
