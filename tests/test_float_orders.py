@@ -139,6 +139,20 @@ def test_pinned_binary32_claims_where_a_leader_hat_had_no_room(seed, attention):
     assert relative(claims, ds)["binary32"] <= LIMITS["binary32"]
 
 
+@pytest.mark.slow  # 2–4 s each
+@pytest.mark.parametrize("seed", [79, 92])
+def test_pinned_softmax_binary32_claims_from_the_uniform_mean(seed):
+    """Survey datasets of 315 (cocircular) and 278 tokens (shared), whose separation shifts t by
+    the sequence's mean (λ ≠ 0): softmax's mean over the separation's literal-zero scores is
+    bounded as one uniform mean, each exp(0) within 4u of 1 and the normalisation rounding
+    once; counted twice, around the argmax's magnitude, a leader hat's unit came within its
+    error bound of 0."""
+    ds = _survey(seed)
+    _, claims = built(ds, "softmax")
+    assert "binary32" in claims, "no binary32 claim"
+    assert relative(claims, ds)["binary32"] <= LIMITS["binary32"]
+
+
 def test_half_precision_claim_on_a_tiny_dataset_holds_in_every_order():
     """Two tokens, one target: binary16 is proven, and every emulated order stays within it."""
     ds = dataset_json(2, [([("1", "0"), ("0", "2")], [("3", "-1")])])
