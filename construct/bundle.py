@@ -12,6 +12,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from flint import fmpq
+
 from tfcert.construct.build import Construction, certificate, construct, float_analyses, float_bounds, model_bytes
 from tfcert.errors import InputError
 from tfcert.verify.check import Report, Result, check_certificate
@@ -25,6 +27,7 @@ class Bundle:
     construction: Construction
     files: dict[str, bytes]  # file name -> exact bytes
     report: Report
+    floats: tuple[tuple[str, fmpq | None, str | None], ...] = ()  # per format: its bound, or why there is none
 
 
 def build(dataset: str | Path | Document, attention: str = "hardmax", width: int = 4, progress=None,
@@ -70,7 +73,7 @@ def build(dataset: str | Path | Document, attention: str = "hardmax", width: int
         raise AssertionError(f"the construction's own certificate does not verify: {failed.where}: "
                              f"{failed.kind}: {failed.failures[0]}")
     files = {"dataset.json": dataset_doc.raw, "model.json": model, "certificate.json": dumps(value)}
-    return Bundle(data, construction, files, report)
+    return Bundle(data, construction, files, report, tuple((a.fmt.name, a.bound, a.failure) for a in analyses))
 
 
 def _float_results(context: Context, analyses: list) -> tuple[Result, ...]:

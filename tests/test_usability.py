@@ -246,6 +246,21 @@ def test_construct_into_an_empty_folder(tmp_path, capsys):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["certificate.json", "dataset.json", "model.json"]
 
 
+def test_construct_says_which_float_runs_are_certified_and_why_not_the_others(tmp_path, capsys):
+    """One line per format: the bound of the claim, or the layer where the analysis stopped — a
+    user who needs float32 learns it from construct, not by reading the certificate."""
+    rc, out, _ = run(["construct", REPO / "tfcert" / "examples" / "random-d20.json", "-o", tmp_path,
+                      "--width", "12"], capsys)
+    lines = [line for line in out.splitlines() if line.startswith("float ")]
+    assert rc == 0 and [line.split(":")[0] for line in lines] == [
+        "float binary64", "float binary32", "float binary16", "float bfloat16"]
+    assert lines[0].startswith("float binary64: every output within ")
+    assert re.match(r"float binary32: no claim: block \d+ (FF|SA): ", lines[1])
+    cert = json.loads((tmp_path / "certificate.json").read_text())
+    claimed = {c["format"] for ph in cert["phases"] for c in ph["claims"] if c["kind"] == "float"}
+    assert claimed == {line.split()[1][:-1] for line in lines if "no claim" not in line} == {"binary64"}
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("command", ["construct", "plot"])
 def test_an_output_folder_below_a_file_is_named(tmp_path, capsys, command):

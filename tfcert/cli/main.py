@@ -74,7 +74,7 @@ def cmd_construct(args) -> int:
     from tfcert.construct.snap import UNITS
     from tfcert.files import load
     from tfcert.progress import Bar
-    from tfcert.report import phase_table, size_line
+    from tfcert.report import approx, phase_table, size_line
     from tfcert.verify.claims.size import measure
 
     if args.width < UNITS:
@@ -97,6 +97,9 @@ def cmd_construct(args) -> int:
     else:
         print(phase_table(bundle.construction))
         print(size_line(size))
+        for name, bound, why in bundle.floats:  # which float runs are certified, and why not the others
+            print(f"float {name}: " + (f"every output within {approx(bound, digits=3)} of the exact one"
+                                       if bound is not None else f"no claim: {why}"))
         print(f"{len(bundle.report.results)} claims verified; wrote {args.output}/"
               f"{{dataset,model,certificate}}.json in {seconds:.2f}s")
     return 0
