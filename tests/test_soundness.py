@@ -412,7 +412,17 @@ def test_interrupt_while_writing_leaves_nothing(tmp_path, monkeypatch):
     assert {f: (out / f).read_bytes() for f in files} == files
 
 
-def test_sigint_while_a_bundle_folder_is_replaced_is_held(tmp_path, monkeypatch):
+@pytest.fixture
+def interruptible():
+    """SIGINT raises KeyboardInterrupt, whatever this process inherited: a shell starts a
+    background job (nohup, &) with SIGINT ignored, and an ignored signal is rightly never
+    raised after it is held."""
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, previous)
+
+
+def test_sigint_while_a_bundle_folder_is_replaced_is_held(tmp_path, monkeypatch, interruptible):
     """bundle.write_bundle swaps folders by two renames: an interrupt between them is held, so the
     folder ends up the new bundle whole, and nothing else is left beside it."""
     files = {"dataset.json": b"d", "model.json": b"m", "certificate.json": b"c"}
@@ -451,7 +461,7 @@ def test_a_failed_swap_keeps_the_old_bundle(tmp_path, monkeypatch):
     assert sorted(os.listdir(tmp_path)) == ["bundle"]
 
 
-def test_sigint_during_the_renames_is_held(tmp_path, monkeypatch):
+def test_sigint_during_the_renames_is_held(tmp_path, monkeypatch, interruptible):
     files = {"dataset.json": b"d", "model.json": b"m", "certificate.json": b"c"}
     out = tmp_path / "bundle"
     write(files, out)
