@@ -243,3 +243,55 @@ def test_a_literal_zero_softmax_mean_stays_within_its_bound_whatever_exp_returns
     for run in _uniform_softmax_runs(rounded, fmt, rng):
         assert all(abs(a - b) <= fmpq(*e.as_integer_ratio()) for a, b, e in zip(run, exact, mean_error))
         assert max(abs(a - b) for a, b in zip(run, exact)) <= analysis.bound
+
+
+def _uniform_bounds(xs: list[fmpq], fmt, softmax: bool) -> tuple[fmpq, fmpq]:
+    """_uniform's (em, mm) for the one-coordinate tokens xs, as exact rationals."""
+    from tfcert.verify.float_analysis import Analysis
+    from tfcert.verify.formats import FF, SA, Block, LowRank, Model
+
+    one, zero = fmpq(1), fmpq(0)
+    model = Model(1, "softmax" if softmax else "hardmax",
+                  (Block(FF(one, (), (), ((),)), SA(zero, LowRank(zero), LowRank(one))),), one)
+    toks = [(x,) for x in xs]
+    analysis = Analysis(model, [toks], fmt)
+    (em,), (mm,) = analysis._uniform(toks, analysis.mag, analysis.err, softmax=softmax)
+    return fmpq(*em.as_integer_ratio()), fmpq(*mm.as_integer_ratio())
+
+
+@pytest.mark.parametrize("name,n,reach", [("binary64", 400, fmpq(98, 100)), ("binary32", 300, fmpq(98, 100)),
+                                          ("binary16", 60, fmpq(85, 100)), ("bfloat16", 10, fmpq(7, 10))])
+def test_a_tie_average_that_loses_every_small_token_stays_within_its_bound(name, n, reach):
+    """The hardmax mean of 1 (rounded down from 1 + 0.999u) and n − 1 copies of u: each 1 + u
+    ties to even and loses u, so n − 1 additions and the division err by almost n roundings —
+    γ_{n+1} of the mean's magnitude, the bound, is nearly attained (binary64: 0.99 of it), and
+    every way of averaging (Σ/n, Σ x/n, Σ fl(1/n)·x, an FMA chain) stays within it."""
+    fmt = FORMATS[name]
+    r = lambda q: round_nearest(q, fmt)  # noqa: E731 - one rounding per operation
+    u = fmt.unit
+    xs = [1 + u * fmpq(999, 1000)] + [u * fmpq(1001, 1000)] * (n - 1)
+    em, mm = _uniform_bounds(xs, fmt, softmax=False)
+    xh, exact, w = [r(x) for x in xs], sum(xs, fmpq(0)) / n, r(fmpq(1, n))
+
+    def chain(terms: list, fma: bool = False) -> fmpq:
+        acc = r(w * terms[0]) if fma else terms[0]
+        for t in terms[1:]:
+            acc = r(w * t + acc) if fma else r(acc + t)
+        return acc
+    runs = [r(chain(xh) / n), chain([r(x / n) for x in xh]), chain([r(w * x) for x in xh]), chain(xh, fma=True)]
+    assert all(abs(m - exact) <= em and abs(m) <= mm for m in runs)
+    assert abs(runs[0] - exact) > reach * em  # the attack is as strong as claimed: a loosened bound shows too
+
+
+@pytest.mark.parametrize("name,x", [("binary16", fmpq(1279501, 1024000)), ("bfloat16", fmpq(159501, 128000))])
+def test_a_one_token_softmax_mean_stays_within_its_bound_whatever_exp_returns(name, x):
+    """n = 1: m̂ = fl(fl(ê x̂)/ê) or fl(ê/ê)·x̂ for every ê within 4u of 1; x̂ = x rounded, off by
+    almost half an ulp. The two roundings of the first, beside the input's, reach 0.85 of the bound."""
+    fmt = FORMATS[name]
+    r = lambda q: round_nearest(q, fmt)  # noqa: E731
+    u, xh = fmt.unit, round_nearest(x, fmt)
+    em, mm = _uniform_bounds([x], fmt, softmax=True)
+    weights = [1 + k * u for k in (-4, -3, -2, -1, 0, 2, 4)]  # every number of the format within 4u of 1
+    runs = [r(r(e * xh) / e) for e in weights] + [r(r(e / e) * xh) for e in weights]
+    assert all(abs(m - x) <= em and abs(m) <= mm for m in runs)
+    assert max(abs(m - x) for m in runs) > fmpq(4, 5) * em
