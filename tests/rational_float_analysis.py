@@ -444,7 +444,7 @@ class Analysis:
             raise Failed(f"the temperature rounds to 0 in {fmt.name}: 0/0 is NaN")
         kappa = 2 * EXP_ULPS * fmt.unit if softmax else ZERO
         rho, beta = (1 + kappa) / (1 - kappa), 2 * kappa / (1 - kappa)
-        eta = (1 + fmt.gamma(n + 1)) / (1 - fmt.gamma(n - 1)) - 1 if softmax else fmt.gamma(n + 1)
+        eta = (1 + fmt.gamma(n + 2)) / (1 - fmt.gamma(n - 1)) - 1 if softmax else fmt.gamma(n + 1)
         em, mm = [], []
         for c in range(self.d):
             ranges = [coordinate_range(x, c) for x in seq]

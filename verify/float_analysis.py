@@ -592,9 +592,10 @@ class Analysis:
         κ = β = 0, ρ = 1). For any point c, Σ q_l x̂_l − (1/n) Σ x_l = Σ (q_l − 1/n)(x̂_l − c)
         + (1/n) Σ (x̂_l − x_l), as the q_l − 1/n sum to 0; c is the midpoint of the sequence's
         tokens, coordinate by coordinate. The float mean is Σ q_l x̂_l with each term off by a
-        factor within η of 1 (Higham, §3.1): hardmax's n − 1 sums and a division, γ_{n+1};
-        softmax, normalising before or after the sum, (1 + θ_{n+1})/(1 + θ̄), θ̄ the weighted
-        mean of the roundings of Σ ê, η = (1 + γ_{n+1})/(1 − γ_{n−1}) − 1. Underflow: the n
+        factor within η of 1 (Higham, §3.1): hardmax's n − 1 sums and a division (or a product
+        with fl(1/n)), γ_{n+1}; softmax, normalising before or after the sum, by a division or a
+        product with the rounded reciprocal of Σ ê, (1 + θ_{n+2})/(1 + θ̄), θ̄ the weighted mean
+        of the roundings of Σ ê, η = (1 + γ_{n+2})/(1 − γ_{n−1}) − 1. Underflow: the n
         products' (tiny/2 each, at most doubled by what follows), the division's, and the n
         weights' (tiny/2 each, times |x̂_l|). The magnitude bounds |m̂| and |m| alike."""
         fmt, c, n = self.fmt, self.c, len(seq)
@@ -602,7 +603,7 @@ class Analysis:
             raise Failed(f"the temperature rounds to 0 in {fmt.name}: 0/0 is NaN")
         kappa = 2 * EXP_ULPS * fmt.unit if softmax else fmpq(0)
         rho, beta = fup((1 + kappa) / (1 - kappa)), fup(2 * kappa / (1 - kappa))
-        eta = fup((1 + fmt.gamma(n + 1)) / (1 - fmt.gamma(n - 1)) - 1) if softmax else c.gamma(n + 1)
+        eta = fup((1 + fmt.gamma(n + 2)) / (1 - fmt.gamma(n - 1)) - 1) if softmax else c.gamma(n + 1)
         em, mm = [], []
         for k in range(self.d):
             ranges = [coordinate_range(x, k) for x in seq]  # |x_l − c| ≤ half, c the midpoint
