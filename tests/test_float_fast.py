@@ -155,3 +155,28 @@ if __name__ == "__main__":  # python tests/test_float_fast.py: the ratios docs/r
             (bound, _), (ref_bound, _) = bounds(model, inputs, fmt)
             ratio = "no bound" if bound is None else f"fast/exact - 1 = {float((bound - ref_bound) / ref_bound):.1e}"
             print(f"{name:20s} {fmt:9s} {ratio}")
+
+
+def test_scaled_rows_share_one_reach_list_and_keep_a_lower_threshold():
+    """A U row g·r (g a power of two, as the balanced hats store them) is looked up as r with the
+    threshold divided by g, rounded down where the division is inexact; a row whose rounding
+    does not scale with g (a subnormal entry) keeps its own list."""
+    from math import nextafter
+
+    from flint import fmpq
+
+    from tfcert.verify.float_analysis import Analysis
+    from tfcert.verify.floats import FORMATS
+    from tfcert.verify.formats import FF, SA, Block, LowRank, Model
+
+    one, zero = fmpq(1), fmpq(0)
+    model = Model(2, "hardmax", (Block(FF(one, (), (), ((), ())), SA(one, LowRank(zero), LowRank(zero))),))
+    a = Analysis(model, [[(one, zero)]], FORMATS["binary32"])
+    row, threshold = a._direction(a._round((fmpq(8192), fmpq(3, 4))), 6.0)
+    assert row.exact == (one, fmpq(3, 32768)) and threshold == 6.0 / 8192
+    tiny = nextafter(0.0, 1.0)  # 3·tiny / 2 is 1.5 tiny: the division rounds it up to 2 tiny, then down
+    row, threshold = a._direction(a._round((fmpq(3), zero)), 3 * tiny)
+    assert row.exact == (fmpq(3, 2), zero) and threshold == tiny
+    h = Analysis(model, [[(one, zero)]], FORMATS["binary16"])
+    sub = h._round((fmpq(3, 2 ** 25), zero))  # subnormal in binary16: rounds to 2^-23, not 2^-24 · 3/2
+    assert h._direction(sub, 1.0) == (sub, 1.0)

@@ -131,8 +131,9 @@ PARTS = {
     # argmax token, each weight's error relative to the argmax's and per pair where the weight
     # matters, one per group of equal score columns and one per group of equal queries, over
     # their maxima; hardmax's close competitors one by one; a literal-zero A's mean, hardmax or
-    # softmax, as one uniform mean centred on the tokens' midpoint, each exp(0) within 4u of 1)
-    "float analysis": (("floats.py", "float_analysis.py"), 627),
+    # softmax, as one uniform mean centred on the tokens' midpoint, each exp(0) within 4u of 1;
+    # one reach list per direction of a U row, its power-of-two scale moved to the threshold)
+    "float analysis": (("floats.py", "float_analysis.py"), 639),
 }
 
 

@@ -446,10 +446,28 @@ class Analysis:
                 if threshold < 0:
                     return list(range(len(before)))  # a constant unit that may be on: it shifts every token
                 continue
+            row, threshold = self._direction(row, threshold)
             if key(row.exact) not in self.reach:
                 self.reach[key(row.exact)] = (row, Ranked([self._slack(row, g, x) for g, x in enumerate(before)]))
             todo.update(self.reach[key(row.exact)][1].inside(threshold, None))
         return sorted(todo)
+
+    def _direction(self, row: Rounded, threshold: float) -> tuple[Rounded, float]:
+        """Row g·r, g the power of two that puts r's first entry in [1, 2), and the threshold
+        for r: one reach list per direction, however each hat's units are scaled. Where the
+        format rounds g·r to g times r's rounding (no overflow, no subnormal), each term of the
+        slack scales by g, so a token whose slack on r is at most threshold/g (a lower bound)
+        has its slack on g·r at most threshold; otherwise the row keeps a list of its own."""
+        first = next(v for v in row.exact if v)
+        g = fmpq(2) ** (int(abs(first).p).bit_length() - int(abs(first).q).bit_length())
+        g = g / 2 if abs(first) < g else g
+        canon = self._round(tuple(v / g for v in row.exact))
+        if g == 1 or any(h * g != rh for h, rh in zip(canon.hat, row.hat)):
+            return row, threshold
+        t = threshold / float(g)  # exact but where it underflows or overflows
+        if t in (inf, -inf) or threshold in (inf, -inf):
+            return row, threshold
+        return canon, nextafter(t, -inf) if rational(t) * g > rational(threshold) else t
 
     def _sterbenz(self, x, e, row: Rounded, b: Rounded, k: int) -> bool:
         """Whether unit k's pre-activation is computed exactly: one input
