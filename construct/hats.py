@@ -271,13 +271,21 @@ def flat_hat(g: Vec, source: Vec, gap: fmpq, delta: Vec, moves: tuple[tuple[int,
     the coordinate; the centre lies on a grid coarsened (up to ε, within the plateau's slack)
     until every breakpoint has 24 significant bits: exact in binary32, so no rounding of a
     breakpoint shifts the plateau by a fraction of ε that the slopes 1/ε then amplify."""
-    eps = fmpq(1, 16)
-    while eps > gap / 16:
-        eps /= 2
+    eps = power_below(min(fmpq(1, 16), gap / 16))
     flat = fmpq(int(((gap / 2 - eps - eps / 8) / eps).floor())) * eps
     value = dot(g, source)
     step = binary32_grid(abs(value) + gap, eps / 8, eps) or eps
     return Hat(g, dyadic_near(value, step), eps, delta, moves, to, flat=flat, above=above)
+
+
+def power_below(x: fmpq) -> fmpq:
+    """The largest power of two ≤ x (x > 0)."""
+    p = ONE
+    while p > x:
+        p /= 2
+    while 2 * p <= x:
+        p *= 2
+    return p
 
 
 def min_gap(sorted_values: list[fmpq]) -> fmpq | None:

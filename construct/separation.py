@@ -23,7 +23,8 @@ from itertools import combinations, count, islice
 import numpy as np
 from flint import fmpq
 
-from tfcert.construct.hats import Projections, dense, direction, flat_hat, hat_blocks, identity_sa, min_gap, sparse
+from tfcert.construct.hats import (Projections, dense, direction, flat_hat, hat_blocks, identity_sa, min_gap,
+                                   power_below, sparse)
 from tfcert.construct.phase import Phase, frozen
 from tfcert.verify.layers import mean
 from tfcert.verify.shortcuts import distinct_sorted
@@ -84,16 +85,6 @@ class Bump:
     delta: fmpq  # the move in t: ± α's mantissa times a power of two, ≤ gap/4
 
 
-def _power_below(x: fmpq) -> fmpq:
-    """The largest power of two ≤ x (x > 0)."""
-    p = ONE
-    while p > x:
-        p /= 2
-    while 2 * p <= x:
-        p *= 2
-    return p
-
-
 def _bumped(ts: list[list[fmpq]], seqs: list[list[Vec]], plan: list[Vec],
             unit: fmpq) -> tuple[list[list[fmpq]], tuple[Bump, ...]] | None:
     """Every token's t after the plan's bumps, and the bumps. Each moves its
@@ -114,7 +105,7 @@ def _bumped(ts: list[list[fmpq]], seqs: list[list[Vec]], plan: list[Vec],
         above = [v - t for row in ts for v in row if v > t]
         gap = min(below + above)
         sign = ONE if not above or (below and min(above) >= min(below)) else -ONE
-        delta = sign * unit * _power_below(gap / (4 * unit))
+        delta = sign * unit * power_below(gap / (4 * unit))
         coefs = [coef + (fmpq(int(c in s), len(s)),) for coef, s in zip(coefs, seqs)]
         for _ in range(64):
             moved = [list(row) for row in ts]
@@ -231,7 +222,7 @@ def _conditioned(seqs, means: list[Vec], leaders: list[int], plan: list[Vec], d:
             if ok:
                 alpha, beta = _scaling([dot(w, x) for x in tokens])
                 bumped = _bumped([[alpha * dot(w, x) + beta for x in s] for s in seqs], seqs, plan,
-                                 alpha / _power_below(alpha))
+                                 alpha / power_below(alpha))
                 tried[i] = None if bumped is None else ((alpha, beta), *bumped)
         if tried[i] is None:
             return None
@@ -321,8 +312,10 @@ def _mean_error(t: np.ndarray, tbar: np.ndarray, Ebar: np.ndarray, n: np.ndarray
     """Per token and candidate: the error of its sequence's float mean of t (units of u) as the
     float analysis bounds a uniform attention's (verify/float_analysis.py, _uniform), plus λ's
     rounding: hardmax's n − 1 sums and a division, γ_{n+1}; softmax's weights, each within
-    κ = 4u of 1/n, make it (1 + γ_{n+1})/(1 − γ_{n−1}) − 1 ≈ γ_{2n} on the mean's magnitude,
-    plus β ≈ 2κ = 8u on the half-spread of the sequence's t (β times the errors: second order)."""
+    κ = 4u of 1/n, make it about γ_{2n} on the mean's magnitude (the analysis's
+    (1 + γ_{n+2})/(1 − γ_{n−1}) − 1, which also covers a rounded reciprocal, is one u more: a
+    ranking, not a bound), plus β ≈ 2κ = 8u on the half-spread of the sequence's t (β times the
+    errors: second order)."""
     if not softmax:
         return Ebar + (n + 2) * tbar
     starts = np.r_[0, np.flatnonzero(np.diff(seq)) + 1]

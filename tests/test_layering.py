@@ -133,7 +133,7 @@ PARTS = {
     # their maxima; hardmax's close competitors one by one; a literal-zero A's mean, hardmax or
     # softmax, as one uniform mean centred on the tokens' midpoint, each exp(0) within 4u of 1;
     # one reach list per direction of a U row, its power-of-two scale moved to the threshold)
-    "float analysis": (("floats.py", "float_analysis.py"), 639),
+    "float analysis": (("floats.py", "float_analysis.py"), 640),
 }
 
 

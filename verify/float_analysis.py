@@ -625,7 +625,8 @@ class Analysis:
         em, mm = [], []
         for k in range(self.d):
             ranges = [coordinate_range(x, k) for x in seq]  # |x_l − c| ≤ half, c the midpoint
-            half, mean_e = fup((max(r[1] for r in ranges) - min(r[0] for r in ranges)) / 2), div(add(*(e[k] for e in errs)), n)
+            half = fup((max(r[1] for r in ranges) - min(r[0] for r in ranges)) / 2)
+            mean_e = div(add(*(e[k] for e in errs)), n)
             mean_m = div(add(*(m[k] for m in mags)), n)
             underflow = mul(c.tiny, add(float(n + 1), mul(n, mean_m)))
             em.append(add(mul(beta, add(half, mean_e)), mean_e, mul(eta, mul(rho, mean_m)), underflow))
