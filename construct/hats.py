@@ -54,7 +54,7 @@ class Hat:
         cols = [scale(weight / self.eps, self.delta) for _, weight in self.units()]
         if self.above is not None:
             ramp = scale(1 / self.eps, self.above)
-            cols[2], cols[3] = tuple(c + r for c, r in zip(cols[2], ramp)), tuple(c - r for c, r in zip(cols[3], ramp))
+            cols[-2], cols[-1] = tuple(c + r for c, r in zip(cols[-2], ramp)), tuple(c - r for c, r in zip(cols[-1], ramp))
         return tuple(cols)
 
     @property
@@ -222,6 +222,24 @@ def sparse(d: int) -> list[Vec]:
     return out
 
 
+INTEGRAL = 64  # small-integer candidates
+
+
+def integral(d: int) -> list[Vec]:
+    """Directions with one to four small integer entries (±1 … ±7, or a power of two up to 64):
+    on tokens with few significant bits each term w_k·x_k and their sum have few bits too, so a
+    float run, even in binary16 or bfloat16, computes the projection exactly (verify/floats.py,
+    exact_sum), where a dense direction's 21-bit entries round every product."""
+    rng = random.Random(97531)
+    out = []
+    for _ in range(INTEGRAL):
+        support = rng.sample(range(d), min(d, rng.choice((1, 2, 2, 3, 3, 4))))
+        powers = rng.random() < 0.5
+        out.append(tuple(fmpq(rng.choice((-1, 1)) * (2 ** rng.randint(0, 6) if powers else rng.randint(1, 7)))
+                         if i in support else ZERO for i in range(d)))
+    return list(dict.fromkeys(out))
+
+
 def _spread_scores(values: list[Vec], candidates: list[Vec], d: int) -> list[float]:
     """Per candidate: least gap / spread of the projections, in float64 (0
     where the floats cannot tell, e.g. coordinates beyond float64's range;
@@ -276,6 +294,16 @@ def flat_hat(g: Vec, source: Vec, gap: fmpq, delta: Vec, moves: tuple[tuple[int,
     value = dot(g, source)
     step = binary32_grid(abs(value) + gap, eps / 8, eps) or eps
     return Hat(g, dyadic_near(value, step), eps, delta, moves, to, flat=flat, above=above)
+
+
+def tent_hat(g: Vec, source: Vec, gap: fmpq, delta: Vec, moves: tuple[tuple[int, int], ...], to: Vec,
+             above: Vec | None = None) -> Hat:
+    """A three-unit hat on the coordinate axis ``g`` peaked at ``source``'s value there, for a
+    value that every float run computes exactly (separation's ``exact``): the peak unit's
+    pre-activation is then exactly 0 and only the first unit is on, so the move is one product
+    and no plateau has to absorb an error — and ε, the largest power of two ≤ gap/2, gives
+    slopes δ/ε eight times gentler than a flat hat's (ε ≤ gap/16) on the tokens it drops."""
+    return Hat(g, dot(g, source), power_below(gap / 2), delta, moves, to, above=above)
 
 
 def power_below(x: fmpq) -> fmpq:

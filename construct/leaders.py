@@ -1,53 +1,68 @@
-"""Phase 2, leaders: m_j leaders per sequence, each moved by one flat-topped
-hat onto a circle of radius 4, where the collapse tells them apart.
+"""Phase 2, leaders: m_j leaders per sequence, each moved by one hat onto a
+circle of radius 4, where the collapse tells them apart, and given a code,
+which the collapse copies and the snaps read.
 
 After the separation every token is (t, 1, 0, …). The circle lies in the
 plane of the "up" coordinate 2 (the anchor, 1 for every other token) and a
-"side" coordinate: 3 when d ≥ 3 — the leader keeps its t — and 1 when d = 2,
-where the circle is mirrored to negative side values. A leader at angle θ
-sits at up = 4 cos θ, side = ±4 sin θ, with (cos θ, sin θ) =
-((1−τ²)/(1+τ²), 2τ/(1+τ²)) exact for rational τ; its code is the side value
-times the collapse's gain R/4 (a power of two), which the collapse copies.
+"side" coordinate. Its points are rounded to a dyadic grid (placement_grid:
+2^-8 where that changes no collapse decision), so that a hat writes them,
+and the collapse reads them, with few significant bits — exactly, in
+binary16 too, where its inputs are exact.
 
-* The P leader of a sequence (its largest t) gets τ ∈ (1/16, 1/8), the
-  others τ ∈ (1/4, 1/2), interleaved across sequences so the leaders of one
-  sequence are far apart in angle. All angles lie in (0°, 54°): every code
-  is positive and distinct.
+* d ≥ 4: the circle's plane is (up, coordinate 3). A sequence's leaders
+  sit on the ring of m_max points at angles 2πr/m_max (ring): the P leader
+  (its largest t) at angle 0, the largest up value, which every non-leader
+  (up = 1, side = 0) scores highest; the others spread around the whole
+  circle, so a leader's own score 16 beats 16·cos(2π/m_max). Every sequence
+  uses the same ring, and the code has a coordinate of its own, 4: a placed
+  leader holds code/G there for the codes G, G + S, …, G + (Σm − 1)·S
+  (choose_codes: G a power of two above every target's coordinate 2 plus
+  3/2, S = G/2^b for at most 2^b codes), and the collapse's V = G·e_up e_4ᵀ
+  copies it exactly.
+* d ≤ 3 has no coordinate to spare: the code is the side value (coordinate 3;
+  d = 2: coordinate 1, t itself, the circle mirrored to negative values,
+  below every t) times the collapse's gain R/4 (a power of two), so codes
+  must differ across every leader of the dataset: the P leader of a
+  sequence gets τ ∈ (1/16, 1/8), the others τ ∈ (1/4, 1/2), interleaved
+  across sequences so the leaders of one sequence are far apart in angle,
+  at angle 2·atan τ, (cos, sin) = ((1−τ²)/(1+τ²), 2τ/(1+τ²)).
+* A placed leader's t drops below every token (d = 2: the mirrored side).
 * The hats act on t alone — one coordinate, so a float run computes each
-  pre-activation exactly (Sterbenz) — and placed leaders are *off* for
-  every later hat, in exact and in float runs: a leader's hat also drops
-  its t below every token (d = 2: t is the circle's side coordinate, < 0).
-* Hats run in decreasing t: a window never has a placed leader on its right,
-  and each hat also drops every token past its window below every later
-  window (the hat claim's ``above``), so nothing else is there either.
-* R is the least power of two ≥ 4 that keeps codes ≥ 1 apart (the snaps'
-  plateaus) and every code above every target's coordinate 2 plus 3/2; the
-  circle stays at radius 4 so the collapse's scores stay small next to
-  their gaps, and the codes' size goes into V, exact in floats.
+  pre-activation exactly (Sterbenz) — and run in decreasing t: a window
+  never has a placed leader on its right, and each hat also drops every
+  token past its window below every later window (the hat claim's
+  ``above``), so nothing else is there either.
 """
 from __future__ import annotations
 
 from bisect import bisect_left
 from dataclasses import dataclass
 
+import mpmath
 from flint import fmpq
 
-from tfcert.construct.hats import Hat, Projections, flat_hat, hat_blocks, min_gap
+from tfcert.construct.hats import Hat, Projections, flat_hat, hat_blocks, min_gap, power_below, tent_hat
 from tfcert.construct.phase import Phase, frozen
 from tfcert.verify.formats import SA, Dataset, LowRank
 from tfcert.verify.numbers import ONE, ZERO, Vec, dot, scale, sub, unit
 
 UP = 1  # the anchor coordinate: 1 for every token after the separation
+CIRCLE = fmpq(4)  # the leaders' circle: radius 4 beats every non-leader's score (≤ 1.4) by a wide margin
+COARSEST = fmpq(1, 256)  # the placement grid at its coarsest: ten significant bits on the circle
 
 
 def side(d: int) -> int:
-    """The coordinate a leader's code is read from."""
+    """The side coordinate of the circle's plane."""
     return 2 if d >= 3 else 0
 
 
-def side_sign(d: int) -> fmpq:
-    """−1 when d = 2, where the side coordinate is t's: the circle is mirrored to negative side
-    values, below every t; else 1."""
+def code_axis(d: int) -> int:
+    """The coordinate a placed leader keeps its code in: one of its own when d ≥ 4, else the side."""
+    return 3 if d >= 4 else side(d)
+
+
+def code_sign(d: int) -> fmpq:
+    """−1 when d = 2, where the side is t's coordinate and the circle mirrored to negative values."""
     return -ONE if d == 2 else ONE
 
 
@@ -57,64 +72,172 @@ class Leader:
     token: int
     output: int  # the index of its target in the pair's output list
     point: Vec  # where it goes
-    gain: fmpq  # the collapse's V scales the side value by this (a power of two: exact in floats)
+    gain: fmpq  # the collapse's V scales what it copies by this (a power of two: exact in floats)
 
     def code(self, d: int) -> fmpq:
-        return self.gain * side_sign(d) * self.point[side(d)]
+        """What the collapse writes into coordinate 2 for the tokens that attend to this leader."""
+        return self.gain * code_sign(d) * self.point[code_axis(d)]
 
 
 def collapse_sa(d: int, gain: fmpq) -> SA:
     """The collapse (collapse.py), the SA of the phase's last block: ρ = 0,
-    A = the identity on the circle's plane, and V copies the side value times
-    ``gain`` (a power of two) into up, negated when d = 2 (the mirrored
-    circle) so every code is positive: exact products in floats too."""
+    A = the identity on the circle's plane (coordinates up and side) and V
+    copies the code coordinate times ±gain into up: exact products in floats too."""
     up, sd = unit(d, UP), unit(d, side(d))
     A = LowRank(ONE) if d == 2 else LowRank(ZERO, ((up, up), (sd, sd)))
-    return SA(ZERO, A, LowRank(ZERO, ((up, scale(gain * side_sign(d), sd)),)))
+    return SA(ZERO, A, LowRank(ZERO, ((up, scale(gain * code_sign(d), unit(d, code_axis(d)))),)))
 
 
-def circle_point(start: Vec, tau: fmpq, radius: fmpq) -> Vec:
-    """``start`` with its up and side coordinates moved to angle 2·atan(τ)
-    (mirrored to negative side values when d = 2, where the side coordinate
-    is t's: a placed leader then lies far below every later hat's window)."""
-    d = len(start)
-    point = list(start)
-    point[UP] = radius * (1 - tau * tau) / (1 + tau * tau)
-    point[side(d)] = side_sign(d) * radius * 2 * tau / (1 + tau * tau)
-    return tuple(point)
+def on_grid(v: fmpq, grid: fmpq) -> fmpq:
+    """v rounded towards 0 to a multiple of ``grid``."""
+    m = (abs(v) / grid).floor()
+    return m * grid if v >= 0 else -m * grid
 
 
-def choose(dataset: Dataset, seqs: list[list[Vec]]) -> list[tuple[int, int, int, fmpq]]:
-    """(position, token, output, τ) for every leader: the m_j largest t of each
-    sequence, the largest the P leader."""
-    n = len(dataset.pairs)
-    others = (max(len(p.output) for p in dataset.pairs) - 1) * n
+def choose(dataset: Dataset, seqs) -> list[tuple[int, int, int]]:
+    """(position, token, output) for every leader: the m_j largest t of each
+    sequence in decreasing order, the first the P leader (output 0)."""
     out = []
     for j, (pair, seq) in enumerate(zip(dataset.pairs, seqs)):
         order = sorted(range(len(seq)), key=lambda i: seq[i][0], reverse=True)
-        out.append((j, order[0], 0, fmpq(1, 16) + fmpq(j + 1, 16 * (n + 1))))
-        for r in range(1, len(pair.output)):
-            q = (r - 1) * n + j
-            out.append((j, order[r], r, fmpq(1, 4) + fmpq(q + 1, 4 * (others + 1))))
+        out += [(j, order[r], r) for r in range(len(pair.output))]
     return out
 
 
-CIRCLE = fmpq(4)  # the leaders' circle: radius 4 beats every non-leader's score (≤ 1.4) by a wide margin
+def coupled_taus(dataset: Dataset) -> list[fmpq]:
+    """d ≤ 3: τ per leader, in choose's order (the P leaders in (1/16, 1/8), the others in
+    (1/4, 1/2), interleaved across sequences)."""
+    n = len(dataset.pairs)
+    others = (max(len(p.output) for p in dataset.pairs) - 1) * n
+    out = []
+    for j, pair in enumerate(dataset.pairs):
+        out.append(fmpq(1, 16) + fmpq(j + 1, 16 * (n + 1)))
+        out += [fmpq(1, 4) + fmpq((r - 1) * n + j + 1, 4 * (others + 1)) for r in range(1, len(pair.output))]
+    return out
 
 
-def choose_radius(dataset: Dataset, taus: list[fmpq]) -> fmpq:
-    """The least power of two R ≥ CIRCLE with codes R·sin θ ≥ 1 apart and
-    above every target's coordinate 2 plus 3/2. The leaders sit on the
+def circle_point(tau: fmpq, grid: fmpq) -> tuple[fmpq, fmpq]:
+    """d ≤ 3: (up, side) at angle 2·atan(τ) on the circle of radius 4, on ``grid``."""
+    return (on_grid(CIRCLE * (1 - tau * tau) / (1 + tau * tau), grid),
+            on_grid(CIRCLE * 2 * tau / (1 + tau * tau), grid))
+
+
+def ring(m: int, grid: fmpq) -> list[tuple[fmpq, fmpq]]:
+    """d ≥ 3: m points (up, side) at angles 2πr/m on the circle of radius 4, on ``grid``
+    (mpmath at 80 bits: the same digits on every machine)."""
+    with mpmath.workprec(80):
+        return [(on_grid(_rational(4 * mpmath.cos(2 * mpmath.pi * r / m)), grid),
+                 on_grid(_rational(4 * mpmath.sin(2 * mpmath.pi * r / m)), grid)) for r in range(m)]
+
+
+def _rational(x) -> fmpq:
+    """An mpmath number as the exact dyadic it is."""
+    x = mpmath.mpf(x)
+    man, exp = x.man_exp  # |x| = man·2^exp
+    return (-1 if x < 0 else 1) * fmpq(int(man)) * fmpq(2) ** int(exp)
+
+
+def _decisions(groups: list[list[tuple[fmpq, fmpq]]]) -> fmpq:
+    """The least margin of the collapse's decisions on these groups of points (up, side), one
+    group per sequence, the P leader first: each leader's own score over its score with every
+    other leader of its group, and the P leader's up value over every other's (what a
+    non-leader, at up = 1 and side 0 or about 0, scores)."""
+    least = None
+    for group in groups:
+        for a, (ua, sa_) in enumerate(group):
+            own = ua * ua + sa_ * sa_
+            for b, (ub, sb) in enumerate(group):
+                if a != b:
+                    gap = own - ua * ub - sa_ * sb
+                    least = gap if least is None else min(least, gap)
+        for ub, _ in group[1:]:
+            least = min(least, group[0][0] - ub)
+    return fmpq(1) if least is None else least
+
+
+def placement_grid(exact: fmpq, rounded) -> fmpq:
+    """The coarsest grid, at most COARSEST, on which the rounded points (``rounded(grid)``: their
+    groups, as _decisions takes them) keep at least 3/4 of the margin ``exact`` of the points on
+    the circle: rounding then changes no decision of the collapse, and a float run keeps most of
+    its room."""
+    grid = COARSEST
+    while _decisions(rounded(grid)) < 3 * exact / 4:
+        grid /= 2
+    return grid
+
+
+def choose_codes(dataset: Dataset, count: int) -> tuple[fmpq, fmpq]:
+    """d ≥ 4: (G, S), G a power of two above every target's coordinate 2 plus 3/2 and the codes
+    G, G + S, …, G + (count − 1)·S below 2G, S = G/2^b with 2^b the least power of two ≥
+    ``count``: the codes are at least 1 apart, every placed target lies 1 below every snap's
+    window, and their spacing is as large a fraction of their size as the count allows — a
+    float run errs on a code relative to its size (a softmax normalises with n + 2 roundings:
+    γ_{n+2} times the code) while a snap's plateau, 3S/8, grows with the spacing — and each code
+    has at most b + 1 significant bits, so the snaps' slopes, about 8·2^b, have few too."""
+    reach = max(y[UP] for p in dataset.pairs for y in p.output) + fmpq(3, 2)
+    bits = (count - 1).bit_length()
+    g = fmpq(2 ** max(bits, 1))
+    while g <= reach:
+        g *= 2
+    return g, g / 2 ** bits
+
+
+def choose_radius(dataset: Dataset, sides: list[fmpq]) -> fmpq:
+    """d = 2: the least power of two R ≥ CIRCLE with codes R/4·|side| ≥ 1 apart
+    and above every target's coordinate 2 plus 3/2. The leaders sit on the
     circle of radius CIRCLE and the collapse scales their side values by
     R/CIRCLE: a hat's slopes, and the rounding of every token that passes
     under a hat, grow with the circle, not with the codes."""
     reach = max(y[UP] for p in dataset.pairs for y in p.output) + fmpq(3, 2)
     radius = CIRCLE
     while True:
-        codes = sorted(radius * 2 * t / (1 + t * t) for t in taus)
+        codes = sorted(radius / CIRCLE * abs(v) for v in sides)
         if codes[0] > reach and (min_gap(codes) or ONE) >= 1:
             return radius
         radius *= 2
+
+
+def place(dataset: Dataset, seqs, picks: list[tuple[int, int, int]], drop: fmpq) -> list[Leader]:
+    """Every leader's point and the collapse's gain. A placed leader's t moves down by 2·``drop``
+    (d ≥ 3), below every token and every later window: a power of two, so that the hat's
+    weights on t are small multiples of powers of two and a float run computes its products, on
+    the leader and on the tokens it drops, exactly where t is exact (d = 2: t is the mirrored
+    side, negative)."""
+    d = dataset.d
+    groups: dict[int, list[int]] = {}
+    for j, _, r in picks:
+        groups.setdefault(j, []).append(r)
+    if d >= 4:  # the ring, the code in coordinate 4
+        m = max(r for *_, r in picks) + 1
+        exact = _decisions([ring(m, fmpq(1, 2 ** 60))[:len(g)] for g in groups.values()])
+        points = ring(m, placement_grid(exact, lambda q: [ring(m, q)[:len(g)] for g in groups.values()]))
+        gain, spacing = choose_codes(dataset, len(picks))
+        out = []
+        for k, (j, i, r) in enumerate(picks):
+            point = list(seqs[j][i])
+            point[0] -= 2 * drop
+            point[UP], point[side(d)], point[code_axis(d)] = *points[r], (gain + k * spacing) / gain
+            out.append(Leader(dataset.pairs[j].index, i, r, tuple(point), gain))
+        return out
+    taus = coupled_taus(dataset)
+
+    def coupled(q: fmpq) -> list[list[tuple[fmpq, fmpq]]]:
+        by: dict[int, list] = {}
+        for (j, _, _), tau in zip(picks, taus):
+            by.setdefault(j, []).append(circle_point(tau, q))
+        return list(by.values())
+
+    grid = placement_grid(_decisions(coupled(fmpq(1, 2 ** 60))), coupled)
+    points = [circle_point(tau, grid) for tau in taus]
+    gain = choose_radius(dataset, [sd for _, sd in points]) / CIRCLE
+    out = []
+    for (j, i, r), (up, sd) in zip(picks, points):
+        point = list(seqs[j][i])
+        if d >= 3:
+            point[0] -= 2 * drop
+        point[UP], point[side(d)] = up, code_sign(d) * sd
+        out.append(Leader(dataset.pairs[j].index, i, r, tuple(point), gain))
+    return out
 
 
 def leader_phase(dataset: Dataset, before: Phase, per_layer: int) -> Phase:
@@ -127,34 +250,29 @@ def leader_phase(dataset: Dataset, before: Phase, per_layer: int) -> Phase:
     those it drops, once, with slopes that cancel exactly — so no token's
     float error is magnified by more than one cancellation."""
     d, seqs, first_block = dataset.d, before.tokens, before.span[1]
-    picks = choose(dataset, seqs)
-    gain = choose_radius(dataset, [tau for *_, tau in picks]) / CIRCLE
-    leaders = [Leader(dataset.pairs[j].index, i, r, circle_point(seqs[j][i], tau, CIRCLE), gain)
-               for j, i, r, tau in picks]
-    if d >= 3:  # a placed leader also drops below every token (d = 2: its t is the circle's side, < 0)
-        floor = min(x[0] for s in seqs for x in s) - 1
-        leaders = [Leader(l.sequence, l.token, l.output, (floor,) + l.point[1:], gain) for l in leaders]
+    keys = sorted(x[0] for s in seqs for x in s)
+    big = fmpq(1, 64)  # K, the least power of two above the spread of t plus 1/64
+    while big < keys[-1] - keys[0] + fmpq(1, 64):
+        big *= 2
+    leaders = place(dataset, seqs, choose(dataset, seqs), big)
+    gain = leaders[0].gain
     g = unit(d, 0)  # the hats act on t alone: one coordinate, each pre-activation exact in floats (Sterbenz)
     position = {p.index: j for j, p in enumerate(dataset.pairs)}
     index = Projections({(p.index, i): dot(g, x) for p, s in zip(dataset.pairs, seqs) for i, x in enumerate(s)})
-    keys = sorted(x[0] for s in seqs for x in s)
 
     # A hat's window may have tokens of other sequences above it: each hat also drops them by K in
     # t, below every later window, so no hat cancels on a token that an earlier hat has cancelled
     # on (for d = 2 the dropped t stay above −K: the collapse's scores still favour each token's
     # P leader). Hats sharing a layer (width > 4) drop nothing.
-    spread = keys[-1] - keys[0]
-    big = fmpq(1, 64)
-    while big < spread + fmpq(1, 64):
-        big *= 2
     drop = tuple(-big if i == 0 else ZERO for i in range(d)) if per_layer == 1 else None
 
     def hat(leader: Leader) -> Hat:
         source = seqs[position[leader.sequence]][leader.token]
         k = bisect_left(keys, source[0])
         gap = min(min_gap(keys[max(k - 1, 0):k + 2]) or ONE, ONE)  # ≤ 1: windows stay clear of placed leaders
-        return flat_hat(g, source, gap, sub(leader.point, source), ((leader.sequence, leader.token),),
-                        leader.point, above=drop)
+        shape = tent_hat if before.exact else flat_hat
+        return shape(g, source, gap, sub(leader.point, source), ((leader.sequence, leader.token),),
+                     leader.point, above=drop)
 
     def t_of(leader: Leader) -> fmpq:
         return seqs[position[leader.sequence]][leader.token][0]

@@ -30,6 +30,7 @@ class Phase:
     tokens: Tokens
     leaders: tuple[Leader, ...] = ()
     temperature: fmpq | None = None
+    exact: bool = False  # separation: every float run, binary16 and wider, computes each token's t exactly
 
 
 def frozen(seqs: list[list[Vec]]) -> Tokens:

@@ -23,9 +23,10 @@ from itertools import combinations, count, islice
 import numpy as np
 from flint import fmpq
 
-from tfcert.construct.hats import (Projections, dense, direction, flat_hat, hat_blocks, identity_sa, min_gap,
-                                   power_below, sparse)
+from tfcert.construct.hats import (Projections, dense, direction, flat_hat, hat_blocks, identity_sa, integral,
+                                   min_gap, power_below, sparse)
 from tfcert.construct.phase import Phase, frozen
+from tfcert.verify.floats import FORMATS, exact_sum, round_nearest, valuation
 from tfcert.verify.layers import mean
 from tfcert.verify.shortcuts import distinct_sorted
 from tfcert.verify.formats import FF, SA, Block, Dataset, LowRank
@@ -160,8 +161,9 @@ def separation(dataset: Dataset, attention: str) -> tuple[Phase, Phase]:
               {"kind": "separation", "block": block, "direction": [str(v) for v in e_t],
                "min_gap": None if gap is None else str(gap)})
     if not bumps:
+        exact = lam == 0 and _exact_projection(ff.U[0], beta, [x for s in seqs for x in s])
         return (Phase("bump", (0, 0), (), (), frozen(seqs)),
-                Phase("separation", (0, 1), (Block(ff, sa),), claims, frozen(after)))
+                Phase("separation", (0, 1), (Block(ff, sa),), claims, frozen(after), exact=exact))
     projected = {(p.index, i): alpha * dot(w, x) + beta for p, s in zip(dataset.pairs, seqs) for i, x in enumerate(s)}
     hats = [flat_hat(e_t, (b.t,) + (ONE,) + rest, min(b.gap, ONE), scale(b.delta, e_t),
                      tuple((p.index, i) for p, s in zip(dataset.pairs, seqs) for i, x in enumerate(s) if x == b.value),
@@ -175,21 +177,88 @@ def separation(dataset: Dataset, attention: str) -> tuple[Phase, Phase]:
 SHIFTS = 32
 
 
-def _scaling(projections: list[fmpq]) -> tuple[fmpq, fmpq]:
+def _scaling(projections: list[fmpq], power: bool = False) -> tuple[fmpq, fmpq]:
     """α and β with α·w·x + β ∈ [1/64, 1/32]: every later breakpoint lies
     within a factor 2 of every t, so the hats' pre-activations t − breakpoint
     are exact in floats (Sterbenz). α = 2^-k·m/8 (m = 8 … 15, α ≤ 1), the
     largest such with a spread of t ≤ 1/64: the gaps between tokens fill the
     range within 1/9 rather than within a factor 2 (a power of two alone),
     while their float error, about u·|t|, stays; and α·w stays exact in
-    binary32 (w's entries multiples of 2^-20 in [−1, 1]: 21 bits, times m's 4)."""
+    binary32 (w's entries multiples of 2^-20 in [−1, 1]: 21 bits, times m's 4). With ``power``
+    (a small-integer direction, hats.integral) α is a power of two: α·w keeps w's few bits, so
+    that a narrow format computes t exactly."""
     lo, hi = min(projections), max(projections)
     alpha = ONE
     while alpha * (hi - lo) > fmpq(1, 64):
         alpha /= 2
-    if alpha < 1:
+    if alpha < 1 and not power:
         alpha *= max(m for m in range(8, 16) if alpha * m * (hi - lo) <= fmpq(8, 64)) / fmpq(8)
     return alpha, fmpq(1, 64) - alpha * lo
+
+
+def _exact_projection(row: Vec, beta: fmpq, tokens: list[Vec]) -> bool:
+    """Whether a binary16 run (and so every wider one) computes t = row·x + β exactly for
+    every token: the inputs, the row and β numbers of the format and the sum exact by the
+    exact evaluation lemma (verify/floats.py, exact_limit)."""
+    fmt = FORMATS["binary16"]
+    try:
+        if any(round_nearest(v, fmt) != v for v in (*row, beta)):
+            return False
+        for x in tokens:
+            if any(round_nearest(v, fmt) != v for v in x) or exact_sum(
+                    [(valuation(w * v), abs(w * v)) for w, v in zip(row, x)] + [(valuation(beta), abs(beta))],
+                    fmt) is None:
+                return False
+    except (OverflowError, ValueError):  # beyond the range, or not a dyadic
+        return False
+    return True
+
+
+SEARCHED = 256  # small-integer candidates fitted to the data
+
+
+def _searched(tokens: list[Vec], d: int) -> list[Vec]:
+    """Small-integer directions scaled to the data, for datasets that a narrow format could
+    index (at most 2^10 tokens, every coordinate a dyadic): entries up to 2^9 / (k·max|x|) on k
+    random coordinates (k = 2 … 6), so that every projection stays within ±2^9 and, with few
+    significant bits in the tokens, a binary16 run computes t exactly (_exactness) — where
+    integral()'s fixed entries either collide on many small-integer tokens or exceed that range."""
+    grain = _grain(tokens)
+    if grain is None or len(tokens) > 2 ** 10 or d < 2:
+        return []
+    top = max((abs(v) for x in tokens for v in x), default=ONE) or ONE
+    rng = np.random.default_rng(2468)
+    out = []
+    for _ in range(SEARCHED):
+        k = int(rng.integers(2, min(d, 6) + 1))
+        bound = max(1, int((fmpq(2 ** 9) / (k * top)).floor()))
+        support = rng.choice(d, size=k, replace=False)
+        w = [ZERO] * d
+        for i in support:
+            w[int(i)] = fmpq(int(rng.integers(1, bound + 1)) * int(rng.choice((-1, 1))))
+        out.append(tuple(w))
+    return list(dict.fromkeys(out))
+
+
+def _integral(w: Vec) -> bool:
+    return all(v.q == 1 for v in w)
+
+
+def _grain(tokens: list[Vec]) -> tuple[int, int] | None:
+    """(the least exponent v with every coordinate a multiple of 2^v, their most significant
+    bits), or None where some coordinate is not a dyadic (a float run rounds it, so no
+    projection of it is exact)."""
+    least, bits = None, 0
+    for x in tokens:
+        for v in x:
+            if v:
+                num, den = int(v.p), int(v.q)
+                if den & (den - 1):
+                    return None
+                low = (num & -num).bit_length() - den.bit_length()
+                least = low if least is None else min(least, low)
+                bits = max(bits, (abs(num) >> ((num & -num).bit_length() - 1)).bit_length())
+    return (0 if least is None else least), bits
 
 
 def _distinct(keys: list[fmpq]) -> bool:
@@ -209,7 +278,8 @@ def _conditioned(seqs, means: list[Vec], leaders: list[int], plan: list[Vec], d:
     direction() and the first λ that separates."""
     tokens = [x for s in seqs for x in s]
     values = distinct_sorted(tokens + means)
-    candidates, lams = dense(d) + sparse(d), [ZERO, *islice(small_rationals(), SHIFTS)]
+    candidates = dense(d) + sparse(d) + integral(d) + _searched(tokens, d)
+    lams = [ZERO, *islice(small_rationals(), SHIFTS)]
     tried: dict[int, tuple | None] = {}
 
     def shifted(i: int, lam: fmpq) -> tuple | None:
@@ -220,7 +290,7 @@ def _conditioned(seqs, means: list[Vec], leaders: list[int], plan: list[Vec], d:
             ok = any(w) and _distinct([dot(w, x) for x in values])
             tried[i] = None
             if ok:
-                alpha, beta = _scaling([dot(w, x) for x in tokens])
+                alpha, beta = _scaling([dot(w, x) for x in tokens], _integral(w))
                 bumped = _bumped([[alpha * dot(w, x) + beta for x in s] for s in seqs], seqs, plan,
                                  alpha / power_below(alpha))
                 tried[i] = None if bumped is None else ((alpha, beta), *bumped)
@@ -265,6 +335,7 @@ def _ranking(seqs, means: list[Vec], leaders: list[int], plan: list[Vec], candid
     (_bumped's rule, in float64). Keys are rounded to 1/32 of a binary order
     of magnitude, so that the order does not hang on float64 noise, ties
     going to the earlier candidate, then the earlier λ."""
+    grain = _grain([x for s in seqs for x in s])
     try:
         X = np.array([[float(v) for v in x] for s in seqs for x in s], dtype=np.float64).reshape(-1, d)
         M = np.array([[float(v) for v in mu] for mu in means], dtype=np.float64).reshape(-1, d)
@@ -284,15 +355,19 @@ def _ranking(seqs, means: list[Vec], leaders: list[int], plan: list[Vec], candid
 
         P = X @ W
         spread = P.max(axis=0) - P.min(axis=0)
+        power = np.array([_integral(candidates[i]) for i in keep], dtype=bool)
         alpha = np.minimum(1.0, 2.0 ** np.floor(-np.log2(64 * np.where(spread > 0, spread, 1.0))))  # _scaling's
-        alpha = np.where(alpha < 1, alpha * np.clip(np.floor(8 / (64 * alpha * np.where(spread > 0, spread, 1.0))),
-                                                    8, 15) / 8, alpha)
+        alpha = np.where((alpha < 1) & ~power,
+                         alpha * np.clip(np.floor(8 / (64 * alpha * np.where(spread > 0, spread, 1.0))), 8, 15) / 8,
+                         alpha)
         beta = 1 / 64 - alpha * P.min(axis=0)
+        level = _exactness(grain, np.abs(X) @ np.abs(W), alpha, beta, [candidates[i] for i in keep], power)
         t = _bumped_floats(alpha * P + beta, [x for s in seqs for x in s], plan,
                            alpha / 2.0 ** np.floor(np.log2(alpha)))  # α's mantissa
         inexact = (X.astype(np.float32).astype(np.float64) != X).astype(np.float64)
         E_ff = ((np.count_nonzero(W, axis=0) + 1) * (alpha * (np.abs(X) @ np.abs(W)) + np.abs(beta))
                 + alpha * ((np.abs(X) * inexact) @ np.abs(W)) + np.abs(beta))
+        E_ff = np.where(level < len(NARROW), 0.0, E_ff)  # computed exactly
         lead = np.zeros(P.shape, dtype=bool)
         for start, s, m in zip(np.r_[0, np.cumsum([len(s) for s in seqs])], seqs, leaders):
             top = np.argsort(-P[start:start + len(s)], axis=0, kind="stable")[:m]  # the m_j largest t
@@ -302,9 +377,37 @@ def _ranking(seqs, means: list[Vec], leaders: list[int], plan: list[Vec], candid
         for j, lam in enumerate(map(float, lams)):
             E = E_ff if lam == 0 else E_ff + lam * mean + (d + 4) * (t + lam * tbar)
             full, bad = _badness(t + lam * tbar, lead, E)
-            keys += [(bool(f), np.round(np.log2(np.maximum(b, 2.0 ** -1000)) * 32), int(i), j)
-                     for i, f, b in zip(keep, full, bad) if np.isfinite(b)]
-    return [(i, j) for _, _, i, j in sorted(keys)]
+            keys += [(int(v) if lam == 0 else len(NARROW), bool(f), np.round(np.log2(np.maximum(b, 2.0 ** -1000)) * 32),
+                      int(i), j)  # a mean shift's float mean is not exact: only λ = 0 keeps t exact
+                     for i, v, f, b in zip(keep, level, full, bad) if np.isfinite(b)]
+    return [(i, j) for *_, i, j in sorted(keys)]
+
+
+NARROW = (8, 11)  # the precisions of bfloat16 and binary16
+
+
+def _exactness(grain: tuple[int, int] | None, P_abs: np.ndarray, alpha: np.ndarray, beta: np.ndarray,
+               candidates: list[Vec], power: np.ndarray) -> np.ndarray:
+    """Per candidate: the first of NARROW in which a float run computes every token's t = α·w·x + β
+    exactly by the exact evaluation lemma (verify/floats.py, exact_sum) — 0 for bfloat16, 1 for
+    binary16 — or len(NARROW): every term a multiple of 2^E (E from the tokens' and w's least bits
+    and α, a power of two) and Σ_k |α·w_k·x_k| + |β| ≤ 2^(p+E), the coordinates themselves numbers
+    of the format. A ranking (float64): the analysis decides."""
+    out = np.full(len(candidates), len(NARROW))
+    if grain is None:
+        return out
+    least, bits = grain
+    for c, w in enumerate(candidates):
+        if not power[c]:
+            continue
+        low = min((int(v.p) & -int(v.p)).bit_length() - 1 for v in w if v)
+        exp = min(int(np.log2(alpha[c])) + least + low, -6)  # β = 1/64 − α·min(w·x) shares the grid
+        total = alpha[c] * P_abs[:, c].max() + abs(beta[c])
+        for level, p in enumerate(NARROW):
+            if bits <= p and total <= 2.0 ** (p + exp):
+                out[c] = level
+                break
+    return out
 
 
 def _mean_error(t: np.ndarray, tbar: np.ndarray, Ebar: np.ndarray, n: np.ndarray, seq: np.ndarray,

@@ -28,7 +28,7 @@ from flint import arb, ctx, fmpq
 from tfcert.verify.enclose import PREC, bounds, coordinate_range, is_point, projection_range
 from tfcert.verify.layers import Scores
 from tfcert.verify.shortcuts import Ranked
-from tfcert.verify.floats import Format, round_nearest, up
+from tfcert.verify.floats import Format, exact_sum, grain, round_nearest, up, valuation
 from tfcert.verify.formats import SA, LowRank, Model
 from tfcert.verify.numbers import Vec, dot, key
 
@@ -50,6 +50,7 @@ class Rounded:
         self.support = tuple(j for j, (v, h) in enumerate(zip(self.exact, self.hat)) if v or h)
         self.nonzero = {which: tuple(j for j in self.support if getattr(self, which)[j]) for which in WHICH}
         self.count = len(self.nonzero["hat"])
+        self.grains = tuple(map(valuation, self.hat))
         self.power = None  # (j, v): the one entry, v = ±2^k, when the tuple is that exactly (for Sterbenz)
         if self.count == 1 and not any(self.delta):  # every entry exact: none rounded to (or from) 0
             j = self.nonzero["hat"][0]
@@ -85,6 +86,14 @@ class Matrix:
         """Zero as stored, so the float run computes exact zeros too."""
         return self.scale.exact[0] == 0 and all(not any(u.exact) or not any(v.exact) for u, v in self.terms)
 
+    def reach(self, d: int) -> int:
+        """How many coordinates a float run's products with M̂ involve: d where its scale is not
+        0, else the support of its rounded u's and v's — an exact 0 times anything finite is 0,
+        and adding it rounds nothing, so longer sums of mostly zero terms err as the short ones."""
+        if self.scale.hat[0]:
+            return d
+        return len({j for u, v in self.terms for j in (*u.nonzero["hat"], *v.nonzero["hat"])})
+
     def zero_row(self, c: int) -> bool:
         """Row c of the matrix is 0 as stored and rounded: its product with
         anything is an exact 0 in the float run."""
@@ -115,6 +124,10 @@ class Matrix:
         for u, v in self.terms:
             total += v.absdot(which, a) * u.absdot(which, b)
         return total
+
+
+def _times(a: int | None, b: int | None) -> int | None:
+    return None if a is None or b is None else a + b
 
 
 def matrix(m: LowRank, fmt: Format) -> Matrix:
@@ -324,33 +337,56 @@ class Analysis:
             a_lo, a_hi, y = -a_hi, -a_lo, -y
         return a_lo >= y / 2 and a_hi <= 2 * y and a_lo >= self.fmt.normal
 
+    def _grains(self, x, e) -> list:
+        """Per coordinate: an exponent v with x̂_j a multiple of 2^v (verify/float_analysis.py)."""
+        out = []
+        for j in range(self.d):
+            if not e[j] and is_point(x):
+                out.append(valuation(x[j]))
+                continue
+            lo, hi = (x[j], x[j]) if is_point(x) else coordinate_range(x, j)
+            least = (min(abs(lo), abs(hi)) if lo * hi > 0 else ZERO) - e[j]
+            out.append(grain(max(least, ZERO), self.fmt))
+        return out
+
+    def _exact(self, terms) -> int | None:
+        return exact_sum(((exp, mag) for exp, mag in terms if mag), self.fmt)
+
     def _ff_token(self, x, e, mag, eta, U, b, W, writers, where) -> tuple:
         """``mag``: the token's magnitude bound; ``writers[i]``: the units with a
         nonzero weight on output coordinate i (exact or rounded); ``where()``
         names the token for a message."""
         fmt, d = self.fmt, self.d
-        status, dz, rho, smag = [], [], [], []
+        gx = self._grains(x, e)
+        status, dz, rho, smag, gs = [], [], [], [], []
         for k, row in enumerate(U):
             lo, hi = (row.dot(x),) * 2 if is_point(x) else projection_range(x, row.exact, None)
             lo, hi = lo + b.exact[k], hi + b.exact[k]
-            if self._sterbenz(x, e, row, b, k):
-                rounding = b.delta[k]
+            terms = [(b.grains[k], abs(b.hat[k]))] + [(_times(row.grains[j], gx[j]), abs(row.hat[j]) * mag[j])
+                                                     for j in row.nonzero["hat"]]
+            g = self._exact(terms)
+            if g is not None or self._sterbenz(x, e, row, b, k):
+                rounding = row.absdot("delta", mag) + b.delta[k]
+                g = min(exp for exp, _ in terms if exp is not None) if g is None else g
             else:
                 c = row.count + (b.hat[k] != 0)
                 scaled = row.absdot("hat", mag) + abs(b.hat[k])
                 rounding = row.absdot("delta", mag) + b.delta[k] + fmt.gamma(max(c, 1)) * scaled + c * fmt.tiny
             err = row.absdot("exact", e) + rounding
+            least = lo - err
+            g = max(g if g is not None else -(10 ** 9), grain(max(least, ZERO), fmt))
             if hi + err <= 0:
                 status.append("off")
                 smag.append(ZERO)
             else:
-                status.append("on" if lo - err >= 0 else "uncertain")
+                status.append("on" if least >= 0 else "uncertain")
                 smag.append(max(abs(lo), abs(hi)) + err)
                 if status[-1] == "uncertain" and self.uncertain is None:
                     self.uncertain = (f"{where()}: unit {k}'s pre-activation [{approx(lo)}, {approx(hi)}] "
                                       f"is within its error bound {approx(err)} of 0")
             dz.append(err)
             rho.append(rounding)
+            gs.append(g)
         copy = eta.exact[0] == 1 and eta.hat[0] == 1
         plain = copy or eta.exact[0] == 0 and eta.hat[0] == 0
         # where no live unit writes, every term but η̂ x̂_i is 0·relu or Ŵ·0: x̂_i + 0 + … = x̂_i, 0·x̂_i + … = 0
@@ -362,6 +398,7 @@ class Analysis:
                 continue
             total = abs(eta.delta[0]) * mag[i]
             terms = abs(eta.hat[0]) * mag[i]
+            grid = [(_times(eta.grains[0], gx[i]), terms)]
             count = int(eta.hat[0] != 0)
             on = []
             for k in live:
@@ -374,12 +411,14 @@ class Analysis:
                     total += abs(w) * dz[k]
                 total += wd * smag[k]
                 terms += abs(wh) * smag[k]
+                grid.append((_times(W[i].grains[k], gs[k]), abs(wh) * smag[k]))
                 count += wh != 0
             self._check_range(terms, f"coordinate {i + 1} of the FF output")
             for j in erred:  # |M|·e, M's row i = η e_i + Σ_on W_ik U_k, over the j with e_j ≠ 0
                 m = (eta.exact[0] if j == i else ZERO) + sum((W[i].exact[k] * U[k].exact[j] for k in on), ZERO)
                 total += abs(m) * e[j]
-            total += fmt.gamma(max(count, 1)) * terms + count * fmt.tiny
+            if self._exact(grid) is None:
+                total += fmt.gamma(max(count, 1)) * terms + count * fmt.tiny
             out[i] = up(total)
         return tuple(out)
 
@@ -467,7 +506,7 @@ class Analysis:
         uM = [(u.absdot("exact", M), u.absdot("exact", E), u.absdot("hat", M), u.absdot("delta", M))
               for u, _ in A.terms]
         u_hat_M = sum((m[2] for m in uM), ZERO)
-        g = self.fmt.gamma(2 * d + r + 2)
+        g = self.fmt.gamma(2 * A.reach(d) + r + 2)
 
         def error(mi, ei, xi_abs) -> fmpq:
             lowrank = u_hat_M + sum((v.absdot("hat", mi) for _, v in A.terms), ZERO)  # |u|·|x_l| + |v|·|x_i|
@@ -523,7 +562,7 @@ class Analysis:
                     if l != a and not s[a] - v > 2 * delta and not s[a] - v > centred(l):
                         raise Failed(f"token [{j}, {i}]: argmax gap {approx(s[a] - v)} to token {l} ≤ its score "
                                      f"difference's error {approx(centred(l))}")
-            out.append((errs[a], mags[a]))  # one argmax: copied exactly
+            out.append((errs[a], mags[a], self._grains(seq[a], errs[a])))  # one argmax: copied exactly
         return out
 
     def _softmax(self, seq, mags, errs, A: Matrix, sa: SA, j: int) -> list:
@@ -608,17 +647,40 @@ class Analysis:
             out.append((em, mm))
         return out
 
+    def _exact_product(self, V: Matrix, gm: list, mm: list) -> list[bool]:
+        """Per coordinate: whether each form of (V̂ m̂)_c is exact (verify/float_analysis.py)."""
+        s, d = V.scale, self.d
+        inner = [self._exact([(_times(v.grains[b], gm[b]), abs(v.hat[b]) * mm[b]) for b in v.nonzero["hat"]])
+                 for _, v in V.terms]
+        if None in inner:
+            return [False] * d
+        out = []
+        for c in range(d):
+            low = self._exact([(_times(s.grains[0], gm[c]), abs(s.hat[0]) * mm[c])] + [
+                (_times(u.grains[c], G), abs(u.hat[c]) * v.absdot("hat", mm)) for (u, v), G in zip(V.terms, inner)])
+            dense = []
+            for b in range(d):
+                parts = [s.hat[0]] * (c == b) + [u.hat[c] * v.hat[b] for u, v in V.terms]
+                if exact_sum([(valuation(q), abs(q)) for q in parts], self.fmt) is None:
+                    break
+                entry = sum(parts, ZERO)
+                dense.append((_times(valuation(entry), gm[b]), abs(entry) * mm[b]))
+            out.append(low is not None and len(dense) == d and self._exact(dense) is not None)
+        return out
+
     def _sa_out(self, mean, rho, V: Matrix, copied: list[bool]):
         """A token's output bound as a function of its magnitude and error;
         the part that depends on the attention mean alone (|V̂|·|m| and the
         rest of the bound but for the ρ terms) taken once per distinct mean.
         ``copied[c]``: coordinate c is ρ̂ x̂_c + 0 with ρ̂ ∈ {0, 1}, exactly."""
-        em, mm = mean
-        g = self.fmt.gamma(self.d + len(V.terms) + 3)
+        em, mm, *gm = mean
+        g = self.fmt.gamma(V.reach(self.d) + len(V.terms) + 3)
         # dense entries (× |m|), the low-rank v·m (× |u|), the products
         underflow = (len(V.terms) + 1) * sum(mm, ZERO) + self.d + 2 * len(V.terms) + 2
         hat = V.apply_abs(mm, "hat")
-        rest = [a + dv + g * h + (underflow + self.d * sum((abs(u.hat[c]) for u, _ in V.terms), ZERO)) * self.fmt.tiny
+        exact = self._exact_product(V, gm[0], mm) if gm and rho.hat[0] == 0 else [False] * self.d
+        rest = [a + dv if exact[c] else
+                a + dv + g * h + (underflow + self.d * sum((abs(u.hat[c]) for u, _ in V.terms), ZERO)) * self.fmt.tiny
                 for c, (a, dv, h) in enumerate(zip(V.apply_abs(em), V.apply_delta(mm), hat))]
 
         live = [c for c in range(self.d) if not copied[c]]

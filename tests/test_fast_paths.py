@@ -414,7 +414,7 @@ def test_the_score_error_taken_per_sequence_equals_its_defining_bound(case):
     smi, sM = sum(mi, fmpq(0)), sum(M, fmpq(0))
     underflow = ((r + 1) * smi * sM + (d + r + 1) * (smi + sM) + d * (lowrank + abs(m.scale.hat[0]))
                  + d * d + d + r * (2 * d + 1) + 1)
-    defined = (m.bilinear(ei, M) + m.bilinear(xi, E) + B_delta + fmt.gamma(2 * d + r + 2) * m.bilinear(mi, M, "hat")
+    defined = (m.bilinear(ei, M) + m.bilinear(xi, E) + B_delta + fmt.gamma(2 * m.reach(d) + r + 2) * m.bilinear(mi, M, "hat")
                + underflow * fmt.tiny)
     error = rational_float_analysis.Analysis._score_error(SimpleNamespace(d=d, fmt=fmt), m, M, E)
     assert error(mi, ei, xi) == defined
@@ -430,7 +430,7 @@ def test_the_attention_output_bound_taken_per_mean_equals_its_defining_bound(cas
     fmt = FORMATS["binary32"]
     m, r = rational_float_analysis.matrix(V, fmt), rational_float_analysis.Rounded((as_fmpq(rho),), fmt)
     copied = [c % 2 == 1 and m.zero_row(c) for c in range(d)]
-    g = fmt.gamma(d + len(m.terms) + 3)
+    g = fmt.gamma(m.reach(d) + len(m.terms) + 3)
     underflow = (len(m.terms) + 1) * sum(mm, fmpq(0)) + d + 2 * len(m.terms) + 2
     applied, dv, hat = m.apply_abs(em), m.apply_delta(mm), m.apply_abs(mm, "hat")
     defined = tuple((e[c] if r.hat[0] == 1 else fmpq(0)) if copied[c] else

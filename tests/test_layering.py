@@ -132,8 +132,11 @@ PARTS = {
     # matters, one per group of equal score columns and one per group of equal queries, over
     # their maxima; hardmax's close competitors one by one; a literal-zero A's mean, hardmax or
     # softmax, as one uniform mean centred on the tokens' midpoint, each exp(0) within 4u of 1;
-    # one reach list per direction of a U row, its power-of-two scale moved to the threshold)
-    "float analysis": (("floats.py", "float_analysis.py"), 640),
+    # one reach list per direction of a U row, its power-of-two scale moved to the threshold;
+    # the exact evaluation lemma: each operand's grain, a sum of terms on one grid with few
+    # enough bits rounds nothing, in FF layers and in the copy of a hardmax argmax; rounding
+    # counts over the coordinates a low-rank A or V involves, not all d)
+    "float analysis": (("floats.py", "float_analysis.py"), 730),
 }
 
 

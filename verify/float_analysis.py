@@ -55,7 +55,7 @@ from sys import float_info
 from flint import arb, ctx, fmpq
 
 from tfcert.verify.enclose import PREC, bounds, coordinate_range, is_point, projection_range
-from tfcert.verify.floats import Format, round_nearest
+from tfcert.verify.floats import Format, exact_limit, exact_sum, grain, round_nearest, valuation
 from tfcert.verify.formats import SA, LowRank, Model
 from tfcert.verify.layers import Scores
 from tfcert.verify.numbers import Vec, key
@@ -150,6 +150,18 @@ def _gamma(fmt: Format, k: int) -> float:
     return fup(fmt.gamma(k))
 
 
+def _times(a: int | None, b: int | None) -> int | None:
+    """The grain of a product from its factors' (None: a factor is 0)."""
+    return None if a is None or b is None else a + b
+
+
+@lru_cache(maxsize=None)
+def _limit(fmt: Format, exp: int) -> float:
+    """floats.exact_limit as a binary64 lower bound (-1: no bound)."""
+    limit = exact_limit(exp, fmt)
+    return -1.0 if limit is None else fdown(limit)
+
+
 def constants(fmt: Format) -> Constants:
     # u, tiny, the least normal and the largest number of every format are binary64 numbers
     return Constants(fup(fmt.unit), fup(fmt.tiny), fup(fmt.normal), fup(fmt.largest), fmt)
@@ -173,6 +185,7 @@ class Rounded:
         self.nonzero = {which: tuple(j for j in self.support if self.bounds[which][j]) for which in WHICH}
         self.count = len(self.nonzero["hat"])
         self.rounded = any(delta)
+        self.grains = tuple(map(valuation, self.hat))  # the exponent of each rounded entry's last bit (None: 0)
         self.power = None  # (j, v): the one entry, v = ±2^k, when the tuple is that exactly (for Sterbenz)
         if self.count == 1 and not self.rounded:  # every entry exact: none rounded to (or from) 0
             j = self.nonzero["hat"][0]
@@ -206,6 +219,14 @@ class Matrix:
     def literal_zero(self) -> bool:
         """Zero as stored, so the float run computes exact zeros too."""
         return self.scale.exact[0] == 0 and all(not any(u.exact) or not any(v.exact) for u, v in self.terms)
+
+    def reach(self, d: int) -> int:
+        """How many coordinates a float run's products with M̂ involve: d where its scale is not
+        0, else the support of its rounded u's and v's — an exact 0 times anything finite is 0,
+        and adding it rounds nothing, so longer sums of mostly zero terms err as the short ones."""
+        if self.scale.hat[0]:
+            return d
+        return len({j for u, v in self.terms for j in (*u.nonzero["hat"], *v.nonzero["hat"])})
 
     def zero_row(self, c: int) -> bool:
         """Row c of the matrix is 0 as stored and rounded: its product with
@@ -488,34 +509,66 @@ class Analysis:
             a_lo, a_hi, y = -a_hi, -a_lo, -y
         return a_lo >= y / 2 and a_hi <= 2 * y and a_lo >= normal
 
+    def _grains(self, x, e) -> list:
+        """Per coordinate: an exponent v with x̂_j a multiple of 2^v (None: x̂_j = 0 exactly) —
+        x_j's own where its error bound is 0 (x̂_j = x_j), else from a lower bound on |x̂_j|."""
+        out = []
+        for j in range(self.d):
+            if not e[j] and is_point(x):
+                out.append(valuation(x[j]))
+                continue
+            lo, hi = (x[j], x[j]) if is_point(x) else coordinate_range(x, j)
+            least = sub_down(fdown(min(abs(lo), abs(hi)) if lo * hi > 0 else fmpq(0)), e[j])
+            out.append(grain(rational(max(least, 0.0)), self.fmt))
+        return out
+
+    def _exact(self, terms) -> int | None:
+        """floats.exact_sum on terms (exponent, magnitude bound as a binary64 upper bound)."""
+        terms = [(exp, mag) for exp, mag in terms if exp is not None and mag]
+        if not terms:
+            return self.fmt.emax
+        exp = min(t[0] for t in terms)
+        return exp if add(*(t[1] for t in terms)) <= _limit(self.fmt, exp) else None
+
     def _ff_token(self, x, e, mag, eta, U, b, W, writers, where) -> tuple:
         """``mag``: the token's magnitude bound; ``writers[i]``: the units with a
         nonzero weight on output coordinate i (exact or rounded); ``where()``
-        names the token for a message."""
+        names the token for a message. A sum the exact evaluation lemma covers
+        (floats.exact_limit: every term on one grid, few enough bits) has no
+        rounding: only its parameters' rounding and its operands' errors."""
         c, d = self.c, self.d
-        status, dz, rho, smag = [], [], [], []
+        gx = self._grains(x, e)
+        status, dz, rho, smag, gs = [], [], [], [], []
         for k, row in enumerate(U):
             lo, hi = (row.dot(x),) * 2 if is_point(x) else projection_range(x, row.exact, None)
             lo, hi = lo + b.exact[k], hi + b.exact[k]
-            if self._sterbenz(x, e, row, b, k):
-                rounding = b.abs("delta", k)
+            terms = [(b.grains[k], b.abs("hat", k))] + [
+                (_times(row.grains[j], gx[j]), mul(row.abs("hat", j), mag[j]))
+                for j in row.nonzero["hat"]]
+            g = self._exact(terms)
+            if g is not None or self._sterbenz(x, e, row, b, k):  # computed exactly
+                rounding = add(row.absdot("delta", mag), b.abs("delta", k))
+                g = min(exp for exp, _ in terms if exp is not None) if g is None else g
             else:
                 n = row.count + (b.hat[k] != 0)
                 scaled = add(row.absdot("hat", mag), b.abs("hat", k))
                 rounding = add(row.absdot("delta", mag), b.abs("delta", k), mul(c.gamma(max(n, 1)), scaled),
                                mul(n, c.tiny))
             err = add(row.absdot("exact", e), rounding)
+            least = sub_down(fdown(lo), err)  # σ̂_k = relu(ẑ_k) is 0 or ẑ_k ≥ least
+            g = max(g if g is not None else -inf, grain(rational(max(least, 0.0)), self.fmt))
             if add(fup(hi), err) <= 0:
                 status.append("off")
                 smag.append(0.0)
             else:
-                status.append("on" if sub_down(fdown(lo), err) >= 0 else "uncertain")
+                status.append("on" if least >= 0 else "uncertain")
                 smag.append(add(fup(max(abs(lo), abs(hi))), err))
                 if status[-1] == "uncertain" and self.uncertain is None:
                     self.uncertain = (f"{where()}: unit {k}'s pre-activation [{approx(lo)}, {approx(hi)}] "
                                       f"is within its error bound {approx(err)} of 0")
             dz.append(err)
             rho.append(rounding)
+            gs.append(g)
         copy = eta.exact[0] == 1 and eta.hat[0] == 1
         plain = copy or eta.exact[0] == 0 and eta.hat[0] == 0
         # where no live unit writes, every term but η̂ x̂_i is 0·relu or Ŵ·0: x̂_i + 0 + … = x̂_i, 0·x̂_i + … = 0
@@ -527,6 +580,7 @@ class Analysis:
                 continue
             total = [mul(eta.abs("delta", 0), mag[i])]
             terms = [mul(eta.abs("hat", 0), mag[i])]
+            grid = [(_times(eta.grains[0], gx[i]), terms[0])]
             count = int(eta.hat[0] != 0)
             on = []
             for k in live:
@@ -538,13 +592,16 @@ class Analysis:
                     total.append(mul(W[i].abs("exact", k), dz[k]))
                 total.append(mul(W[i].abs("delta", k), smag[k]))
                 terms.append(mul(W[i].abs("hat", k), smag[k]))
+                grid.append((_times(W[i].grains[k], gs[k]), terms[-1]))
                 count += W[i].hat[k] != 0
             terms = add(*terms)
             self._check_range(terms, f"coordinate {i + 1} of the FF output")
             for j in erred:  # |M|·e, M's row i = η e_i + Σ_on W_ik U_k, over the j with e_j ≠ 0
                 m = (eta.exact[0] if j == i else fmpq(0)) + sum((W[i].exact[k] * U[k].exact[j] for k in on), fmpq(0))
                 total.append(mul(fup(abs(m)), e[j]))
-            out[i] = add(*total, mul(c.gamma(max(count, 1)), terms), mul(count, c.tiny))
+            if self._exact(grid) is None:  # else the sum is computed exactly: no rounding of its own
+                total += (mul(c.gamma(max(count, 1)), terms), mul(count, c.tiny))
+            out[i] = add(*total)
         return tuple(out)
 
     # ---- attention
@@ -644,7 +701,7 @@ class Analysis:
         uM = [(u.absdot("exact", M), u.absdot("exact", E), u.absdot("hat", M), u.absdot("delta", M))
               for u, _ in A.terms]
         u_hat_M = add(*(m[2] for m in uM))
-        g = self.c.gamma(2 * d + r + 2)
+        g = self.c.gamma(2 * A.reach(d) + r + 2)
         fixed = float(d * d + d + r * (2 * d + 1) + 1)  # the last products (an integer below 2^53)
 
         def error(mi, ei, xi_abs) -> float:
@@ -690,7 +747,7 @@ class Analysis:
     def _hardmax(self, attention, seq, mags, errs, A: Matrix, sa: SA, j: int) -> list:
         M, E = self._seq_max(mags), self._seq_max(errs)
         score_error = self._score_error(A, M, E)
-        table, out = None, []
+        table, out, grains = None, [], {}
         for i, (att, x, e) in enumerate(zip(attention, seq, errs)):
             if len(att.argmax) > 1:
                 raise Failed(f"token [{j}, {i}]: tied argmax {list(att.argmax)}; the float run may break the tie")
@@ -706,7 +763,9 @@ class Analysis:
                         if not fdown(s[a] - v) > bound:
                             raise Failed(f"token [{j}, {i}]: argmax gap {approx(s[a] - v)} to token {l} ≤ its "
                                          f"score difference's error {approx(bound)}")
-            out.append((errs[a], mags[a]))  # one argmax: copied exactly
+            if a not in grains:
+                grains[a] = self._grains(seq[a], errs[a])
+            out.append((errs[a], mags[a], grains[a]))  # one argmax: copied exactly
         return out
 
     def _softmax(self, seq, mags, errs, A: Matrix, sa: SA, j: int) -> list:
@@ -824,18 +883,43 @@ class Analysis:
                 out[l] = (em, mm)
         return out
 
+    def _exact_product(self, V: Matrix, gm: list, mm: list) -> list[bool]:
+        """Per coordinate c: whether each form of (V̂ m̂)_c a float run may use is exact by the
+        lemma, for m̂_b a multiple of 2^gm[b] of magnitude ≤ mm[b]: the dense entries V̂_cb =
+        ŝ[c = b] + Σ_k û_kc v̂_kb (parameters: known) and Σ_b V̂_cb m̂_b; or ŝ m̂_c + Σ_k û_kc (v̂_k·m̂)."""
+        s, d = V.scale, self.d
+        inner = [self._exact([(_times(v.grains[b], gm[b]), mul(v.abs("hat", b), mm[b])) for b in v.nonzero["hat"]])
+                 for _, v in V.terms]
+        if None in inner:
+            return [False] * d
+        out = []
+        for c in range(d):
+            low = self._exact([(_times(s.grains[0], gm[c]), mul(s.abs("hat", 0), mm[c]))] + [
+                (_times(u.grains[c], G), mul(u.abs("hat", c), v.absdot("hat", mm))) for (u, v), G in zip(V.terms, inner)])
+            dense = []
+            for b in range(d):
+                parts = [s.hat[0]] * (c == b) + [u.hat[c] * v.hat[b] for u, v in V.terms]
+                if exact_sum([(valuation(q), abs(q)) for q in parts], self.fmt) is None:
+                    break
+                entry = sum(parts, fmpq(0))
+                dense.append((_times(valuation(entry), gm[b]), mul(fup(abs(entry)), mm[b])))
+            out.append(low is not None and len(dense) == d and self._exact(dense) is not None)
+        return out
+
     def _sa_out(self, mean, rho, V: Matrix, copied: list[bool]):
         """A token's output bound as a function of its magnitude and error;
         the part that depends on the attention mean alone (|V̂|·|m| and the
         rest of the bound but for the ρ terms) taken once per distinct mean.
         ``copied[c]``: coordinate c is ρ̂ x̂_c + 0 with ρ̂ ∈ {0, 1}, exactly."""
-        em, mm = mean
+        em, mm, *gm = mean  # gm: the grains of m̂'s coordinates, where they are known (a copied token)
         c, d, r = self.c, self.d, len(V.terms)
-        g = c.gamma(d + r + 3)
+        g = c.gamma(V.reach(d) + r + 3)
         # dense entries (× |m|), the low-rank v·m (× |u|), the products
         underflow = add(mul(r + 1, add(*mm)), float(d + 2 * r + 2))
         hat = V.apply_abs(mm, "hat")
-        rest = [add(a, dv, mul(g, h), mul(add(underflow, mul(d, add(*(u.abs("hat", k) for u, _ in V.terms)))), c.tiny))
+        exact = self._exact_product(V, gm[0], mm) if gm and rho.hat[0] == 0 else [False] * d
+        rest = [add(a, dv) if exact[k] else  # V̂ m̂ computed exactly: no rounding of its own
+                add(a, dv, mul(g, h), mul(add(underflow, mul(d, add(*(u.abs("hat", k) for u, _ in V.terms)))), c.tiny))
                 for k, (a, dv, h) in enumerate(zip(V.apply_abs(em), V.apply_delta(mm), hat))]
         live = [k for k in range(d) if not copied[k]]
         rho_exact, rho_delta, rho_hat = (rho.abs(which, 0) for which in ("exact", "delta", "hat"))

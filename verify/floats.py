@@ -117,3 +117,60 @@ def up(q: fmpq) -> fmpq:
     top, bottom = (num << shift, den) if shift >= 0 else (num, den << -shift)
     m = -(-top // bottom)
     return fmpq(m, fmpz(1) << shift) if shift >= 0 else fmpq(m << -shift)
+
+
+# ---------------------------------------------------------------- exact evaluation
+
+def valuation(q: fmpq) -> int | None:
+    """The v with q = odd·2^v (None for 0): every number of a binary format, and
+    every product of two, is such a dyadic; ValueError for any other rational."""
+    if not q:
+        return None
+    num, den = int(q.p), int(q.q)
+    if den & (den - 1):
+        raise ValueError(f"{q} is not a dyadic")
+    return (num & -num).bit_length() - den.bit_length()
+
+
+def grain(lower: fmpq, fmt: Format) -> int:
+    """An exponent v such that every number of the format of magnitude at least
+    ``lower`` (≥ 0) is a multiple of 2^v: its binade's spacing, or the subnormal
+    spacing when ``lower`` is below the normal range."""
+    if lower < fmt.normal:
+        return fmt.emin - fmt.precision + 1
+    return _floor_log2(int(lower.p), int(lower.q)) - fmt.precision + 1
+
+
+def exact_limit(exp: int, fmt: Format) -> fmpq | None:
+    """The exact evaluation lemma's bound on the sum of the terms' magnitudes
+    for terms that are multiples of 2^exp (None when 2^exp is finer than the
+    subnormal spacing: no bound then).
+
+    Lemma. Let each term be a number of the format or the product of two, every
+    term a multiple of 2^E, 2^E at least the subnormal spacing, and the sum of
+    the terms' magnitudes S at most min(2^(p+E), the largest number). Then every
+    product, partial sum and fused a·b + c of these terms is a multiple of 2^E of
+    magnitude at most S: an integer m times 2^E with |m| ≤ 2^p, so a number of
+    the format (m of at most p bits at an exponent no finer than the subnormal
+    spacing, or m = ±2^p, a power of two not above the largest number). Rounding
+    returns a representable result unchanged (Higham, §2.2), so a float run
+    computes the sum exactly, in any order, with or without fused multiply-add."""
+    if fmpq(2) ** exp < fmt.tiny:
+        return None
+    return min(fmt.largest, fmpq(2) ** (fmt.precision + exp))
+
+
+def exact_sum(terms, fmt: Format) -> int | None:
+    """The lemma (exact_limit) on ``terms``, pairs (exponent, magnitude bound) —
+    exponent None for a term that is exactly 0: the exponent of the sum's grid
+    when a float run computes the sum exactly, else None (an all-zero sum:
+    the format's largest exponent)."""
+    exps, total = [], fmpq(0)
+    for exp, mag in terms:
+        if exp is not None:
+            exps.append(exp)
+            total += mag
+    if not exps:
+        return fmt.emax
+    limit = exact_limit(min(exps), fmt)
+    return min(exps) if limit is not None and total <= limit else None
