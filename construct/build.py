@@ -1,5 +1,5 @@
-"""The construction pipeline: bump → separation → leaders → collapse →
-interpolation, each phase contributing blocks and claims, assembled into a
+"""The construction pipeline: compress → bump → separation → leaders →
+collapse → interpolation, each phase contributing blocks and claims, assembled into a
 model and a certificate whose final phase also bounds the model's float runs."""
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from flint import fmpq
 
 from tfcert.construct.certificate import certificate as write_certificate
 from tfcert.construct.collapse import collapse
+from tfcert.construct.compress import compress
 from tfcert.construct.leaders import leader_phase
 from tfcert.construct.phase import Phase
 from tfcert.construct.separation import separation
@@ -39,7 +40,8 @@ def construct(dataset: Dataset, attention: str = "hardmax", width: int = 4, prog
     per_layer = width // UNITS
     step = _phases(progress, attention)
     step("separation")
-    bump, sep = separation(dataset, attention)
+    squeezed = compress(dataset)
+    bump, sep = separation(dataset, attention, squeezed)
     step("leaders")
     lead = leader_phase(dataset, sep, per_layer)
     step("collapse")
@@ -52,7 +54,7 @@ def construct(dataset: Dataset, attention: str = "hardmax", width: int = 4, prog
     interp = snap_phase(dataset, coll, lead.leaders, per_layer)
     if any(distinct_sorted(s) != distinct_sorted(p.output) for s, p in zip(interp.tokens, dataset.pairs)):
         raise AssertionError("construction does not interpolate")  # a bug, caught before any file is written
-    phases = (bump, sep, lead, coll, interp)
+    phases = ((squeezed,) if squeezed.blocks else ()) + (bump, sep, lead, coll, interp)  # compression only where used
     blocks = tuple(b for p in phases for b in p.blocks)
     return Construction(Model(dataset.d, attention, blocks, coll.temperature), phases, THEOREM[attention])
 

@@ -286,13 +286,16 @@ def flat_hat(g: Vec, source: Vec, gap: fmpq, delta: Vec, moves: tuple[tuple[int,
     breakpoint: exact in floats) moving ``source``, whose value there is ``gap`` (≤ 1) from every
     other token's, by ``delta``. ε is the largest power of two ≤ min(1/16, gap/16); the plateau
     is the widest that keeps half the gap to each neighbour, so it absorbs a float run's error in
-    the coordinate; the centre lies on a grid coarsened (up to ε, within the plateau's slack)
-    until every breakpoint has 24 significant bits: exact in binary32, so no rounding of a
-    breakpoint shifts the plateau by a fraction of ε that the slopes 1/ε then amplify."""
+    the coordinate; the centre lies on a grid coarsened (from ε/8 up to gap/8, ε
+    growing with it past ε, the plateau keeping clear of it) until every breakpoint has 24
+    significant bits: exact in binary32, so no rounding of a breakpoint shifts the plateau by a
+    fraction of ε that the slopes 1/ε then amplify (where binary32's spacing at the value exceeds
+    ε: many tokens close together in t)."""
     eps = power_below(min(fmpq(1, 16), gap / 16))
-    flat = fmpq(int(((gap / 2 - eps - eps / 8) / eps).floor())) * eps
     value = dot(g, source)
-    step = binary32_grid(abs(value) + gap, eps / 8, eps) or eps
+    step = binary32_grid(abs(value) + gap, eps / 8, gap / 8) or eps / 8
+    eps = max(eps, step)  # where binary32's spacing at the value exceeds ε: the breakpoints on that spacing
+    flat = fmpq(int(((gap / 2 - eps - max(step, eps / 8)) / eps).floor())) * eps
     return Hat(g, dyadic_near(value, step), eps, delta, moves, to, flat=flat, above=above)
 
 

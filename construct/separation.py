@@ -130,7 +130,7 @@ def _classes_apart(ts: list[list[fmpq]], means: list[Vec], coefs: list[tuple]) -
     return _distinct(list(by_class.values()))
 
 
-def separation(dataset: Dataset, attention: str) -> tuple[Phase, Phase]:
+def separation(dataset: Dataset, attention: str, before: Phase) -> tuple[Phase, Phase]:
     """The bump phase and the separation. The first FF (η = 0) maps every
     token to (t, 1, 0, …) with t = α·w·x + β ∈ [1/64, 1/32]: one scalar per
     token, on a direction w where distinct tokens and distinct sequence
@@ -142,8 +142,9 @@ def separation(dataset: Dataset, attention: str) -> tuple[Phase, Phase]:
     together (_conditioned). Without bumps the separation is one block of
     its own; with B bumps the bump phase holds all B + 1 blocks and the
     separation speaks about the SA of the last one, as the collapse does of
-    the leader phase's."""
-    d, seqs = dataset.d, [list(p.input) for p in dataset.pairs]
+    the leader phase's. ``before``: the compression, whose tokens it reads and after whose
+    blocks its own come."""
+    d, seqs, first = dataset.d, [list(s) for s in before.tokens], before.span[1]
     plan = bump_plan(seqs)
     w, (alpha, beta), lam, ts, bumps = _conditioned(seqs, _means(seqs), [len(p.output) for p in dataset.pairs],
                                                     plan, d, attention == "softmax")
@@ -156,21 +157,21 @@ def separation(dataset: Dataset, attention: str) -> tuple[Phase, Phase]:
     after = [[(t + s, ONE) + rest for t in row] for row, s in zip(ts, shifts)]
     keys = sorted(t + s for row, s in zip(ts, shifts) for t in row)
     gap = min_gap(keys)
-    block = len(bumps)
+    block = first + len(bumps)
     claims = ({"kind": "uniform_attention", "block": block},
               {"kind": "separation", "block": block, "direction": [str(v) for v in e_t],
                "min_gap": None if gap is None else str(gap)})
     if not bumps:
         exact = lam == 0 and _exact_projection(ff.U[0], beta, [x for s in seqs for x in s])
-        return (Phase("bump", (0, 0), (), (), frozen(seqs)),
-                Phase("separation", (0, 1), (Block(ff, sa),), claims, frozen(after), exact=exact))
+        return (Phase("bump", (first, first), (), (), frozen(seqs)),
+                Phase("separation", (first, first + 1), (Block(ff, sa),), claims, frozen(after), exact=exact))
     projected = {(p.index, i): alpha * dot(w, x) + beta for p, s in zip(dataset.pairs, seqs) for i, x in enumerate(s)}
     hats = [flat_hat(e_t, (b.t,) + (ONE,) + rest, min(b.gap, ONE), scale(b.delta, e_t),
                      tuple((p.index, i) for p, s in zip(dataset.pairs, seqs) for i, x in enumerate(s) if x == b.value),
                      (b.t + b.delta, ONE) + rest) for b in bumps]
-    blocks, hat_claims = hat_blocks(hats, 1, d, 1, Projections(projected), sa)
+    blocks, hat_claims = hat_blocks(hats, 1, d, first + 1, Projections(projected), sa)
     bumped = [[(t, ONE) + rest for t in row] for row in ts]
-    return (Phase("bump", (0, block + 1), (Block(ff, identity_sa()), *blocks), tuple(hat_claims), frozen(bumped)),
+    return (Phase("bump", (first, block + 1), (Block(ff, identity_sa()), *blocks), tuple(hat_claims), frozen(bumped)),
             Phase("separation", (block, block + 1), (), claims, frozen(after)))
 
 

@@ -1,0 +1,63 @@
+"""Phase 0, compress — only for data of many scales: blocks that map each
+coordinate by a log-like, increasing, piecewise linear function, so that a
+later projection onto one scalar t can still tell the tokens apart in a float
+run (docs/construction.md, "Compression").
+
+Coordinates from 1e-6 to 9e6 side by side (two tokens that share a large
+coordinate and differ only in a small one) cannot be told apart by any
+projection t = w·x in binary32: the difference is below t's rounding. Layer
+k divides the slope of every coordinate beyond its breakpoints ±c_k by
+FACTOR, x ↦ x − (1 − 1/FACTOR)·(relu(x − c_k) − relu(−x − c_k)), the
+breakpoints the images of b, FACTOR·b, FACTOR²·b, … (b the largest power of
+two at most the least nonzero |coordinate|). After K layers each interval
+[b·16^k, b·16^(k+1)] is mapped onto one of length (15/16)·b: values keep their
+order, relative differences within an interval become differences of about
+b over the whole range, and every coordinate ends within about K·b.
+
+Each unit reads one coordinate (a float run computes its pre-activation with
+one rounding, and exactly near the breakpoint), and subtracts a fixed share
+of the excess: no layer magnifies an error, and each shrinks what lies
+beyond its breakpoint. Skipped (no blocks) where the nonzero coordinates
+span at most RANGE: every example bundle and measurement table."""
+from __future__ import annotations
+
+from flint import fmpq
+
+from tfcert.construct.hats import identity_sa, power_below
+from tfcert.construct.phase import Phase, frozen
+from tfcert.verify.formats import FF, Block, Dataset
+from tfcert.verify.layers import apply_ff, relu
+from tfcert.verify.numbers import ONE, ZERO
+
+RANGE = fmpq(2) ** 16  # compress where max|x| / min nonzero |x| exceeds this
+FACTOR = 16  # each layer divides the slope beyond its breakpoint by this
+WIDTH = 4  # units per FF layer (one breakpoint of one coordinate's side each)
+
+
+def compress(dataset: Dataset) -> Phase:
+    """The compression phase: its blocks (none where the data need none), no
+    claims of its own (the final exact claim covers them), and the tokens
+    after it."""
+    seqs = [list(p.input) for p in dataset.pairs]
+    sizes = [abs(v) for s in seqs for x in s for v in x if v]
+    if not sizes or max(sizes) <= RANGE * min(sizes):
+        return Phase("compress", (0, 0), (), (), frozen(seqs))
+    d, share = dataset.d, 1 - fmpq(1, FACTOR)
+    breakpoints, original = [], power_below(min(sizes))
+    while original < max(sizes):  # breakpoint k: the image of b·FACTOR^k after the layers before it
+        c = original
+        for earlier in breakpoints:
+            c -= share * relu(c - earlier)
+        breakpoints.append(c)
+        original *= FACTOR
+    blocks = []
+    for c in breakpoints:
+        units = [(i, s) for i in range(d) for s in (ONE, -ONE) if any(s * x[i] > c for q in seqs for x in q)]
+        for start in range(0, len(units), WIDTH):
+            group = units[start:start + WIDTH]
+            U = tuple(tuple(s if j == i else ZERO for j in range(d)) for i, s in group)
+            W = tuple(tuple(-s * share if i == j else ZERO for i, s in group) for j in range(d))
+            ff = FF(ONE, U, tuple(-c for _ in group), W)
+            blocks.append(Block(ff, identity_sa()))
+            seqs = [[apply_ff(ff, x) for x in q] for q in seqs]
+    return Phase("compress", (0, len(blocks)), tuple(blocks), (), frozen(seqs))
