@@ -40,7 +40,7 @@ def construct(dataset: Dataset, attention: str = "hardmax", width: int = 4, prog
     per_layer = width // UNITS
     step = _phases(progress, attention)
     step("separation")
-    squeezed = compress(dataset)
+    squeezed = compress(dataset, attention)
     bump, sep = separation(dataset, attention, squeezed)
     step("leaders")
     lead = leader_phase(dataset, sep, per_layer)

@@ -18,13 +18,15 @@ Each unit reads one coordinate (a float run computes its pre-activation with
 one rounding, and exactly near the breakpoint), and subtracts a fixed share
 of the excess: no layer magnifies an error, and each shrinks what lies
 beyond its breakpoint. Skipped (no blocks) where the nonzero coordinates
-span at most RANGE: every example bundle and measurement table."""
+span at most RANGE (every example bundle and measurement table), or where a
+projection of the raw tokens already leaves every leader hat room in binary32."""
 from __future__ import annotations
 
 from flint import fmpq
 
 from tfcert.construct.hats import identity_sa, power_below
 from tfcert.construct.phase import Phase, frozen
+from tfcert.construct.separation import crowded
 from tfcert.verify.formats import FF, Block, Dataset
 from tfcert.verify.layers import apply_ff, relu
 from tfcert.verify.numbers import ONE, ZERO
@@ -34,13 +36,17 @@ FACTOR = 16  # each layer divides the slope beyond its breakpoint by this
 WIDTH = 4  # units per FF layer (one breakpoint of one coordinate's side each)
 
 
-def compress(dataset: Dataset) -> Phase:
+def compress(dataset: Dataset, attention: str = "hardmax") -> Phase:
     """The compression phase: its blocks (none where the data need none), no
     claims of its own (the final exact claim covers them), and the tokens
-    after it."""
+    after it. Compressed where the nonzero coordinates span more than RANGE
+    and no projection of the raw tokens leaves every leader hat room in
+    binary32 (separation.crowded): in d = 2 or 3, tokens that share a large
+    coordinate; in high d, tokens differ in some large coordinate anyway."""
     seqs = [list(p.input) for p in dataset.pairs]
     sizes = [abs(v) for s in seqs for x in s for v in x if v]
-    if not sizes or max(sizes) <= RANGE * min(sizes):
+    if not sizes or max(sizes) <= RANGE * min(sizes) or not crowded(
+            seqs, [len(p.output) for p in dataset.pairs], dataset.d, attention == "softmax"):
         return Phase("compress", (0, 0), (), (), frozen(seqs))
     d, share = dataset.d, 1 - fmpq(1, FACTOR)
     breakpoints, original = [], power_below(min(sizes))

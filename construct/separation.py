@@ -301,7 +301,7 @@ def _conditioned(seqs, means: list[Vec], leaders: list[int], plan: list[Vec], d:
         keys = [t + lam * sum(row, ZERO) / len(row) for row in ts for t in row]
         return tried[i] if _distinct(keys) else None
 
-    for i, j in _ranking(seqs, means, leaders, plan, candidates, lams, d, softmax):
+    for *_, i, j in _ranking(seqs, means, leaders, plan, candidates, lams, d, softmax):
         if (found := shifted(i, lams[j])) is not None:
             return candidates[i], found[0], lams[j], *found[1:]
     w = direction(values, d)
@@ -329,8 +329,9 @@ FULL = 0.75 * 2 ** 24
 
 
 def _ranking(seqs, means: list[Vec], leaders: list[int], plan: list[Vec], candidates: list[Vec],
-             lams: list[fmpq], d: int, softmax: bool) -> list[tuple[int, int]]:
-    """(candidate, λ) index pairs that float64 tells apart, best first: by
+             lams: list[fmpq], d: int, softmax: bool) -> list[tuple]:
+    """The keys (exactness level, crowded, badness, candidate, λ) of the
+    (candidate, λ) index pairs that float64 tells apart, best first: by
     the largest predicted error of the leader phase relative to what it
     tolerates (_badness), on the values of t after the plan's bumps
     (_bumped's rule, in float64). Keys are rounded to 1/32 of a binary order
@@ -381,7 +382,17 @@ def _ranking(seqs, means: list[Vec], leaders: list[int], plan: list[Vec], candid
             keys += [(int(v) if lam == 0 else len(NARROW), bool(f), np.round(np.log2(np.maximum(b, 2.0 ** -1000)) * 32),
                       int(i), j)  # a mean shift's float mean is not exact: only λ = 0 keeps t exact
                      for i, v, f, b in zip(keep, level, full, bad) if np.isfinite(b)]
-    return [(i, j) for *_, i, j in sorted(keys)]
+    return sorted(keys)
+
+
+def crowded(seqs, leaders: list[int], d: int, softmax: bool) -> bool:
+    """Whether no projection of these tokens, with any λ, leaves every leader hat room in binary32
+    (the best ranked pair is not exact and leaves some leader's and neighbour's errors in t over
+    3/4 of their gap, or float64 ranks none): the compression's test (compress.py)."""
+    tokens = [x for s in seqs for x in s]
+    keys = _ranking(seqs, _means(seqs), leaders, bump_plan(seqs), dense(d) + sparse(d) + integral(d)
+                    + _searched(tokens, d), [ZERO, *islice(small_rationals(), SHIFTS)], d, softmax)
+    return not keys or keys[0][0] == len(NARROW) and keys[0][1]
 
 
 NARROW = (8, 11)  # the precisions of bfloat16 and binary16

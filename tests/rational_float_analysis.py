@@ -654,18 +654,21 @@ class Analysis:
                  for _, v in V.terms]
         if None in inner:
             return [False] * d
-        out = []
-        for c in range(d):
+        rows = range(d) if s.hat[0] else sorted({c for u, _ in V.terms for c in u.nonzero["hat"]})
+        cols = range(d) if s.hat[0] else sorted({b for _, v in V.terms for b in v.nonzero["hat"]})
+        out = [True] * d
+        for c in rows:
             low = self._exact([(_times(s.grains[0], gm[c]), abs(s.hat[0]) * mm[c])] + [
                 (_times(u.grains[c], G), abs(u.hat[c]) * v.absdot("hat", mm)) for (u, v), G in zip(V.terms, inner)])
             dense = []
-            for b in range(d):
+            for b in cols:
                 parts = [s.hat[0]] * (c == b) + [u.hat[c] * v.hat[b] for u, v in V.terms]
                 if exact_sum([(valuation(q), abs(q)) for q in parts], self.fmt) is None:
+                    dense = None
                     break
                 entry = sum(parts, ZERO)
                 dense.append((_times(valuation(entry), gm[b]), abs(entry) * mm[b]))
-            out.append(low is not None and len(dense) == d and self._exact(dense) is not None)
+            out[c] = low is not None and dense is not None and self._exact(dense) is not None
         return out
 
     def _sa_out(self, mean, rho, V: Matrix, copied: list[bool]):

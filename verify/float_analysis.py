@@ -55,7 +55,7 @@ from sys import float_info
 from flint import arb, ctx, fmpq
 
 from tfcert.verify.enclose import PREC, bounds, coordinate_range, is_point, projection_range
-from tfcert.verify.floats import Format, exact_limit, exact_sum, grain, round_nearest, valuation
+from tfcert.verify.floats import Format, exact_limit, grain, round_nearest, valuation
 from tfcert.verify.formats import SA, LowRank, Model
 from tfcert.verify.layers import Scores
 from tfcert.verify.numbers import Vec, key
@@ -304,6 +304,7 @@ class Analysis:
         self._last: dict[str, tuple] = {"ff": (None,), "sa": (None,)}  # by layer: (parameters, rounded)
         self._seen: dict[str, tuple] = {"ff": (None, None), "sa": (None, None)}  # by layer: checked (rounded, X)
         self._rounding: dict[tuple, Rounded] = {}  # by key(values)
+        self._dense: dict[int, tuple] = {}  # by id(V): V and its dense entries (_entries)
         try:
             self.err = [self._input_error(x) for x in flat]
         except OverflowError as exc:
@@ -886,25 +887,42 @@ class Analysis:
     def _exact_product(self, V: Matrix, gm: list, mm: list) -> list[bool]:
         """Per coordinate c: whether each form of (V̂ m̂)_c a float run may use is exact by the
         lemma, for m̂_b a multiple of 2^gm[b] of magnitude ≤ mm[b]: the dense entries V̂_cb =
-        ŝ[c = b] + Σ_k û_kc v̂_kb (parameters: known) and Σ_b V̂_cb m̂_b; or ŝ m̂_c + Σ_k û_kc (v̂_k·m̂)."""
+        ŝ[c = b] + Σ_k û_kc v̂_kb (parameters: known) and Σ_b V̂_cb m̂_b; or ŝ m̂_c + Σ_k û_kc (v̂_k·m̂).
+        A row of V̂ that is 0 (ŝ = 0, every û_kc = 0) gives an exact 0."""
         s, d = V.scale, self.d
         inner = [self._exact([(_times(v.grains[b], gm[b]), mul(v.abs("hat", b), mm[b])) for b in v.nonzero["hat"]])
                  for _, v in V.terms]
         if None in inner:
             return [False] * d
-        out = []
-        for c in range(d):
+        out = [True] * d
+        for c, row in self._entries(V).items():
             low = self._exact([(_times(s.grains[0], gm[c]), mul(s.abs("hat", 0), mm[c]))] + [
                 (_times(u.grains[c], G), mul(u.abs("hat", c), v.absdot("hat", mm))) for (u, v), G in zip(V.terms, inner)])
-            dense = []
-            for b in range(d):
-                parts = [s.hat[0]] * (c == b) + [u.hat[c] * v.hat[b] for u, v in V.terms]
-                if exact_sum([(valuation(q), abs(q)) for q in parts], self.fmt) is None:
-                    break
-                entry = sum(parts, fmpq(0))
-                dense.append((_times(valuation(entry), gm[b]), mul(fup(abs(entry)), mm[b])))
-            out.append(low is not None and len(dense) == d and self._exact(dense) is not None)
+            out[c] = (low is not None and row is not None
+                      and self._exact([(_times(g, gm[b]), mul(m, mm[b])) for b, g, m in row]) is not None)
         return out
+
+    def _entries(self, V: Matrix) -> dict:
+        """Per row c of V̂ that is not 0: its non-zero dense entries (column, grain, magnitude),
+        or None where the lemma does not make one of them exact (kept per matrix)."""
+        name = id(V)
+        if name not in self._dense:
+            s, d = V.scale, self.d
+            rows = range(d) if s.hat[0] else sorted({c for u, _ in V.terms for c in u.nonzero["hat"]})
+            cols = range(d) if s.hat[0] else sorted({b for _, v in V.terms for b in v.nonzero["hat"]})
+            entries = {}
+            for c in rows:
+                row = []
+                for b in cols:
+                    parts = [s.hat[0]] * (c == b) + [u.hat[c] * v.hat[b] for u, v in V.terms]
+                    if self._exact([(valuation(q), fup(abs(q))) for q in parts]) is None:
+                        row = None
+                        break
+                    if (entry := sum(parts, fmpq(0))):
+                        row.append((b, valuation(entry), fup(abs(entry))))
+                entries[c] = row
+            self._dense[name] = (V, entries)  # V kept: its id is not reused while cached
+        return self._dense[name][1]
 
     def _sa_out(self, mean, rho, V: Matrix, copied: list[bool]):
         """A token's output bound as a function of its magnitude and error;
