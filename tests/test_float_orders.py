@@ -78,7 +78,7 @@ PINNED = [
     (DEMO, "hardmax", ("binary64", "binary32")),
     (DEMO, "softmax", ("binary64", "binary32")),
     (EQUAL_MEANS, "hardmax", ("binary64", "binary32")),
-    (ONE_D8, "hardmax", ("binary64", "binary32")),
+    (ONE_D8, "hardmax", ("binary64", "binary32", "binary16", "bfloat16")),
 ]
 LIMITS = {"binary64": 1e-9, "binary32": 1e-3, "binary16": 1e-1, "bfloat16": 1e-1}
 
@@ -159,3 +159,35 @@ def test_half_precision_claim_on_a_tiny_dataset_holds_in_every_order():
     bundle, claims = built(ds, "hardmax")
     assert "binary16" in claims and relative(claims, ds)["binary16"] <= 1e-1
     assert_within(bundle, claims, seed=7)
+
+
+@pytest.mark.slow  # about 1 s each
+@pytest.mark.parametrize("seed, attention, formats", [
+    (8, "hardmax", ("binary16",)), (40, "hardmax", ("binary16",)), (166, "hardmax", ("binary16",)),
+    (190, "hardmax", ("binary16",)), (43, "hardmax", ("binary16", "bfloat16")), (53, "hardmax", ("binary16", "bfloat16")),
+    (91, "hardmax", ("binary16", "bfloat16")), (150, "hardmax", ("binary16", "bfloat16")),
+    (43, "softmax", ("binary16", "bfloat16")), (150, "softmax", ("binary16",)), (187, "softmax", ("binary16",))])
+def test_pinned_half_precision_claims(seed, attention, formats):
+    """Survey datasets of at most 50 tokens whose half-precision runs the construction makes exact
+    (hardmax: small-integer projections, tent hats, dyadic leaders, codes of few bits — the claim is
+    0) or close (softmax: within 1e-1 of 1 + max|y|); before, none of them had a binary16 claim."""
+    ds = _survey(seed)
+    _, claims = built(ds, attention)
+    rel = relative(claims, ds)
+    for fmt in formats:
+        assert fmt in claims, f"no {fmt} claim"
+        assert rel[fmt] <= LIMITS[fmt], (fmt, rel[fmt])
+        if attention == "hardmax":
+            assert claims[fmt] == 0, (fmt, float(claims[fmt]))
+
+
+@pytest.mark.slow  # 3–20 s each
+@pytest.mark.parametrize("seed, attention", [(186, "hardmax"), (186, "softmax"), (74, "hardmax"), (114, "softmax")])
+def test_pinned_binary32_claims_on_data_of_many_scales(seed, attention):
+    """Mixed-scale survey datasets in d = 2 (coordinates from 1e-6 to 9e6 side by side): no
+    binary32 claim before and float32 runs off by 3 to 1e15 of 1 + max|y|; the compression phase
+    gives each its claim."""
+    ds = _survey(seed)
+    bundle, claims = built(ds, attention)
+    assert bundle.construction.phases[0].name == "compress"
+    assert "binary32" in claims and relative(claims, ds)["binary32"] <= LIMITS["binary32"]
