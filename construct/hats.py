@@ -143,18 +143,16 @@ class Projections:
         return [ref for _, ref in self.order.irange((bound,), None)]
 
 
-def hat_blocks(hats: list[Hat], per_layer: int, d: int, first_block: int,
+def hat_blocks(layers: list[list[Hat]], d: int, first_block: int,
                index: Projections, closing: SA | None = None) -> tuple[list[Block], list[dict]]:
-    """Pack hats ``per_layer`` to an FF layer, stating each hat's margin from
-    the projections before its layer. Every block's attention is the identity
+    """One FF layer per group of hats, stating each hat's margin from the
+    projections before its layer. Every block's attention is the identity
     but the last one's, which is ``closing`` when given (the leader phase's:
     the collapse)."""
     blocks, claims = [], []
-    starts = range(0, len(hats), per_layer)
-    for start in starts:
-        group = hats[start:start + per_layer]
+    for n, group in enumerate(layers):
         claims += hat_claims(group, first_block + len(blocks), [margin(index.keys, h.window) for h in group])
-        sa = closing if closing is not None and start == starts[-1] else identity_sa()
+        sa = closing if closing is not None and n == len(layers) - 1 else identity_sa()
         blocks.append(Block(hat_ff(group, d), sa))
         for h in group:
             if h.above is not None:

@@ -244,11 +244,13 @@ def leader_phase(dataset: Dataset, before: Phase, per_layer: int) -> Phase:
     """The leader hats' blocks, the last one's attention the collapse
     (collapse_sa), their claims, the leaders and the tokens after them.
 
-    The hats run in decreasing t across all sequences. With one hat per
-    layer each also drops every token past its window by K (``above``), below
-    every later window: no hat's units are on for a token but its own and
-    those it drops, once, with slopes that cancel exactly — so no token's
-    float error is magnified by more than one cancellation."""
+    The hats run in decreasing t across all sequences, ⌊width/4⌋ to a layer,
+    and the highest hat of each layer also drops every token past its window
+    by K (``above``), below every later window: with one hat per layer no
+    hat's units are on for a token but its own and those of the hat that drops
+    it, once, with slopes that cancel exactly — so no token's float error is
+    magnified by more than one cancellation. With more, a token between two
+    windows of one layer stays above the later ones, whose hats cancel on it."""
     d, seqs, first_block = dataset.d, before.tokens, before.span[1]
     keys = sorted(x[0] for s in seqs for x in s)
     big = fmpq(1, 64)  # K, the least power of two above the spread of t plus 1/64
@@ -260,33 +262,35 @@ def leader_phase(dataset: Dataset, before: Phase, per_layer: int) -> Phase:
     position = {p.index: j for j, p in enumerate(dataset.pairs)}
     index = Projections({(p.index, i): dot(g, x) for p, s in zip(dataset.pairs, seqs) for i, x in enumerate(s)})
 
-    # A hat's window may have tokens of other sequences above it: each hat also drops them by K in
-    # t, below every later window, so no hat cancels on a token that an earlier hat has cancelled
-    # on (for d = 2 the dropped t stay above −K: the collapse's scores still favour each token's
-    # P leader). Hats sharing a layer (width > 4) drop nothing.
-    drop = tuple(-big if i == 0 else ZERO for i in range(d)) if per_layer == 1 else None
+    # A layer's highest window may have tokens of other sequences above it: its hat also drops
+    # them by K in t, below every later window, so no hat cancels on a token that an earlier
+    # layer has cancelled on (for d = 2 the dropped t stay above −K: the collapse's scores still
+    # favour each token's P leader).
+    drop = tuple(-big if i == 0 else ZERO for i in range(d))
 
-    def hat(leader: Leader) -> Hat:
+    def hat(leader: Leader, highest: bool) -> Hat:
         source = seqs[position[leader.sequence]][leader.token]
         k = bisect_left(keys, source[0])
         gap = min(min_gap(keys[max(k - 1, 0):k + 2]) or ONE, ONE)  # ≤ 1: windows stay clear of placed leaders
         shape = tent_hat if before.exact else flat_hat
         return shape(g, source, gap, sub(leader.point, source), ((leader.sequence, leader.token),),
-                     leader.point, above=drop)
+                     leader.point, above=drop if highest else None)
 
     def t_of(leader: Leader) -> fmpq:
         return seqs[position[leader.sequence]][leader.token][0]
 
     ordered = sorted(leaders, key=t_of, reverse=True)
-    blocks, claims = hat_blocks([hat(l) for l in ordered], per_layer, d, first_block, index, collapse_sa(d, gain))
+    layers = [ordered[k:k + per_layer] for k in range(0, len(ordered), per_layer)]
+    blocks, claims = hat_blocks([[hat(l, r == 0) for r, l in enumerate(layer)] for layer in layers], d,
+                                first_block, index, collapse_sa(d, gain))
     after = [list(s) for s in seqs]
     for leader in leaders:
         after[position[leader.sequence]][leader.token] = leader.point
-    if drop is not None:
-        placed = {(l.sequence, l.token) for l in leaders}
-        for (seq, i), v in index.value.items():
-            j = position[seq]
-            if (seq, i) not in placed and v != dot(g, seqs[j][i]):
-                after[j][i] = (seqs[j][i][0] + v - dot(g, seqs[j][i]),) + seqs[j][i][1:]
+    placed = {(l.sequence, l.token) for l in leaders}
+    for (seq, i), v in index.value.items():  # the dropped tokens
+        j = position[seq]
+        if (seq, i) not in placed and v != dot(g, seqs[j][i]):
+            after[j][i] = (seqs[j][i][0] + v - dot(g, seqs[j][i]),) + seqs[j][i][1:]
     return Phase("leaders", (first_block, first_block + len(blocks)), tuple(blocks), tuple(claims), frozen(after),
                  tuple(leaders))
+

@@ -169,7 +169,7 @@ def separation(dataset: Dataset, attention: str, before: Phase) -> tuple[Phase, 
     hats = [flat_hat(e_t, (b.t,) + (ONE,) + rest, min(b.gap, ONE), scale(b.delta, e_t),
                      tuple((p.index, i) for p, s in zip(dataset.pairs, seqs) for i, x in enumerate(s) if x == b.value),
                      (b.t + b.delta, ONE) + rest) for b in bumps]
-    blocks, hat_claims = hat_blocks(hats, 1, d, first + 1, Projections(projected), sa)
+    blocks, hat_claims = hat_blocks([[h] for h in hats], d, first + 1, Projections(projected), sa)
     bumped = [[(t, ONE) + rest for t in row] for row in ts]
     return (Phase("bump", (first, block + 1), (Block(ff, identity_sa()), *blocks), tuple(hat_claims), frozen(bumped)),
             Phase("separation", (block, block + 1), (), claims, frozen(after)))

@@ -135,8 +135,9 @@ PARTS = {
     # one reach list per direction of a U row, its power-of-two scale moved to the threshold;
     # the exact evaluation lemma: each operand's grain, a sum of terms on one grid with few
     # enough bits rounds nothing, in FF layers and in the copy of a hardmax argmax; rounding
-    # counts over the coordinates a low-rank A or V involves, not all d)
-    "float analysis": (("floats.py", "float_analysis.py"), 730),
+    # counts over the coordinates a low-rank A or V involves, not all d; V's dense entries once
+    # per matrix)
+    "float analysis": (("floats.py", "float_analysis.py"), 745),
 }
 
 
