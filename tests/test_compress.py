@@ -63,7 +63,7 @@ def test_each_coordinate_keeps_its_order_and_distinct_values_stay_distinct(token
     if phase.blocks:  # only where the range is wide (and no projection of the raw tokens has room)
         assert max(sizes) > RANGE * min(sizes)
         squeezed = [abs(v) for y in out for v in y if v]
-        assert max(squeezed) <= 16 * min(sizes)  # about K·b: within a few orders of the smallest
+        assert max(squeezed) <= 32 * min(sizes)  # about (3/4)·K·b: within a few orders of the smallest
 
 
 def test_data_within_one_range_are_not_compressed():
