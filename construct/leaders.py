@@ -123,7 +123,7 @@ def circle_point(tau: fmpq, grid: fmpq) -> tuple[fmpq, fmpq]:
 
 
 def ring(m: int, grid: fmpq) -> list[tuple[fmpq, fmpq]]:
-    """d ≥ 3: m points (up, side) at angles 2πr/m on the circle of radius 4, on ``grid``
+    """d ≥ 4: m points (up, side) at angles 2πr/m on the circle of radius 4, on ``grid``
     (mpmath at 80 bits: the same digits on every machine)."""
     with mpmath.workprec(80):
         return [(on_grid(_rational(4 * mpmath.cos(2 * mpmath.pi * r / m)), grid),
@@ -183,7 +183,7 @@ def choose_codes(dataset: Dataset, count: int) -> tuple[fmpq, fmpq]:
 
 
 def choose_radius(dataset: Dataset, sides: list[fmpq]) -> fmpq:
-    """d = 2: the least power of two R ≥ CIRCLE with codes R/4·|side| ≥ 1 apart
+    """d ≤ 3: the least power of two R ≥ CIRCLE with codes R/4·|side| ≥ 1 apart
     and above every target's coordinate 2 plus 3/2. The leaders sit on the
     circle of radius CIRCLE and the collapse scales their side values by
     R/CIRCLE: a hat's slopes, and the rounding of every token that passes
@@ -208,9 +208,13 @@ def place(dataset: Dataset, seqs, picks: list[tuple[int, int, int]], drop: fmpq)
     for j, _, r in picks:
         groups.setdefault(j, []).append(r)
     if d >= 4:  # the ring, the code in coordinate 4
-        m = max(r for *_, r in picks) + 1
-        exact = _decisions([ring(m, fmpq(1, 2 ** 60))[:len(g)] for g in groups.values()])
-        points = ring(m, placement_grid(exact, lambda q: [ring(m, q)[:len(g)] for g in groups.values()]))
+        m, sizes = max(r for *_, r in picks) + 1, sorted({len(g) for g in groups.values()})
+
+        def prefixes(q: fmpq) -> list[list[tuple[fmpq, fmpq]]]:  # a sequence of m_j leaders uses the first m_j
+            points = ring(m, q)
+            return [points[:k] for k in sizes]
+
+        points = ring(m, placement_grid(_decisions(prefixes(fmpq(1, 2 ** 60))), prefixes))
         gain, spacing = choose_codes(dataset, len(picks))
         out = []
         for k, (j, i, r) in enumerate(picks):
