@@ -337,7 +337,8 @@ def _ranking(seqs, means: list[Vec], leaders: list[int], plan: list[Vec], candid
     (_bumped's rule, in float64). Keys are rounded to 1/32 of a binary order
     of magnitude, so that the order does not hang on float64 noise, ties
     going to the earlier candidate, then the earlier λ."""
-    grain = _grain([x for s in seqs for x in s])
+    tokens = [x for s in seqs for x in s]
+    grain = _grain(tokens) if len(tokens) <= 2 ** 10 else None  # beyond, no narrow format indexes them all
     try:
         X = np.array([[float(v) for v in x] for s in seqs for x in s], dtype=np.float64).reshape(-1, d)
         M = np.array([[float(v) for v in mu] for mu in means], dtype=np.float64).reshape(-1, d)

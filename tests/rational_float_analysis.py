@@ -337,17 +337,13 @@ class Analysis:
             a_lo, a_hi, y = -a_hi, -a_lo, -y
         return a_lo >= y / 2 and a_hi <= 2 * y and a_lo >= self.fmt.normal
 
-    def _grains(self, x, e) -> list:
-        """Per coordinate: an exponent v with x̂_j a multiple of 2^v (verify/float_analysis.py)."""
-        out = []
-        for j in range(self.d):
-            if not e[j] and is_point(x):
-                out.append(valuation(x[j]))
-                continue
-            lo, hi = (x[j], x[j]) if is_point(x) else coordinate_range(x, j)
-            least = (min(abs(lo), abs(hi)) if lo * hi > 0 else ZERO) - e[j]
-            out.append(grain(max(least, ZERO), self.fmt))
-        return out
+    def _grain(self, x, e, j: int) -> int | None:
+        """An exponent v with x̂_j a multiple of 2^v (verify/float_analysis.py)."""
+        if not e[j] and is_point(x):
+            return valuation(x[j])
+        lo, hi = (x[j], x[j]) if is_point(x) else coordinate_range(x, j)
+        least = (min(abs(lo), abs(hi)) if lo * hi > 0 else ZERO) - e[j]
+        return grain(max(least, ZERO), self.fmt)
 
     def _exact(self, terms) -> int | None:
         return exact_sum(((exp, mag) for exp, mag in terms if mag), self.fmt)
@@ -357,7 +353,7 @@ class Analysis:
         nonzero weight on output coordinate i (exact or rounded); ``where()``
         names the token for a message."""
         fmt, d = self.fmt, self.d
-        gx = self._grains(x, e)
+        gx = [self._grain(x, e, j) for j in range(d)]
         status, dz, rho, smag, gs = [], [], [], [], []
         for k, row in enumerate(U):
             lo, hi = (row.dot(x),) * 2 if is_point(x) else projection_range(x, row.exact, None)
@@ -562,7 +558,7 @@ class Analysis:
                     if l != a and not s[a] - v > 2 * delta and not s[a] - v > centred(l):
                         raise Failed(f"token [{j}, {i}]: argmax gap {approx(s[a] - v)} to token {l} ≤ its score "
                                      f"difference's error {approx(centred(l))}")
-            out.append((errs[a], mags[a], self._grains(seq[a], errs[a])))  # one argmax: copied exactly
+            out.append((errs[a], mags[a], [self._grain(seq[a], errs[a], c) for c in range(self.d)]))  # copied exactly
         return out
 
     def _softmax(self, seq, mags, errs, A: Matrix, sa: SA, j: int) -> list:

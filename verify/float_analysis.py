@@ -510,18 +510,14 @@ class Analysis:
             a_lo, a_hi, y = -a_hi, -a_lo, -y
         return a_lo >= y / 2 and a_hi <= 2 * y and a_lo >= normal
 
-    def _grains(self, x, e) -> list:
-        """Per coordinate: an exponent v with x̂_j a multiple of 2^v (None: x̂_j = 0 exactly) —
-        x_j's own where its error bound is 0 (x̂_j = x_j), else from a lower bound on |x̂_j|."""
-        out = []
-        for j in range(self.d):
-            if not e[j] and is_point(x):
-                out.append(valuation(x[j]))
-                continue
-            lo, hi = (x[j], x[j]) if is_point(x) else coordinate_range(x, j)
-            least = sub_down(fdown(min(abs(lo), abs(hi)) if lo * hi > 0 else fmpq(0)), e[j])
-            out.append(grain(rational(max(least, 0.0)), self.fmt))
-        return out
+    def _grain(self, x, e, j: int) -> int | None:
+        """An exponent v with x̂_j a multiple of 2^v (None: x̂_j = 0 exactly) — x_j's own where
+        its error bound is 0 (x̂_j = x_j), else from a lower bound on |x̂_j|."""
+        if not e[j] and is_point(x):
+            return valuation(x[j])
+        lo, hi = (x[j], x[j]) if is_point(x) else coordinate_range(x, j)
+        least = sub_down(fdown(min(abs(lo), abs(hi)) if lo * hi > 0 else fmpq(0)), e[j])
+        return grain(rational(max(least, 0.0)), self.fmt)
 
     def _exact(self, terms) -> int | None:
         """floats.exact_sum on terms (exponent, magnitude bound as a binary64 upper bound)."""
@@ -538,18 +534,26 @@ class Analysis:
         (floats.exact_limit: every term on one grid, few enough bits) has no
         rounding: only its parameters' rounding and its operands' errors."""
         c, d = self.c, self.d
-        gx = self._grains(x, e)
+        known: dict[int, int | None] = {}
+
+        def gx(j: int) -> int | None:  # coordinate j's grain, found where a sum needs it
+            if j not in known:
+                known[j] = self._grain(x, e, j)
+            return known[j]
         status, dz, rho, smag, gs = [], [], [], [], []
         for k, row in enumerate(U):
             lo, hi = (row.dot(x),) * 2 if is_point(x) else projection_range(x, row.exact, None)
             lo, hi = lo + b.exact[k], hi + b.exact[k]
-            terms = [(b.grains[k], b.abs("hat", k))] + [
-                (_times(row.grains[j], gx[j]), mul(row.abs("hat", j), mag[j]))
-                for j in row.nonzero["hat"]]
-            g = self._exact(terms)
-            if g is not None or self._sterbenz(x, e, row, b, k):  # computed exactly
+            exact = self._sterbenz(x, e, row, b, k)  # one coordinate times 2^k plus a bias
+            if exact:
+                j = row.power[0]
+                g = min((v for v in (b.grains[k], _times(row.grains[j], gx(j))) if v is not None), default=None)
+            else:
+                g = self._exact([(b.grains[k], b.abs("hat", k))] + [
+                    (_times(row.grains[j], gx(j)), mul(row.abs("hat", j), mag[j])) for j in row.nonzero["hat"]])
+                exact = g is not None
+            if exact:  # computed exactly: only the parameters' rounding and the operands' errors
                 rounding = add(row.absdot("delta", mag), b.abs("delta", k))
-                g = min(exp for exp, _ in terms if exp is not None) if g is None else g
             else:
                 n = row.count + (b.hat[k] != 0)
                 scaled = add(row.absdot("hat", mag), b.abs("hat", k))
@@ -581,7 +585,7 @@ class Analysis:
                 continue
             total = [mul(eta.abs("delta", 0), mag[i])]
             terms = [mul(eta.abs("hat", 0), mag[i])]
-            grid = [(_times(eta.grains[0], gx[i]), terms[0])]
+            grid = [(_times(eta.grains[0], gx(i)) if eta.hat[0] else None, terms[0])]
             count = int(eta.hat[0] != 0)
             on = []
             for k in live:
@@ -765,7 +769,7 @@ class Analysis:
                             raise Failed(f"token [{j}, {i}]: argmax gap {approx(s[a] - v)} to token {l} ≤ its "
                                          f"score difference's error {approx(bound)}")
             if a not in grains:
-                grains[a] = self._grains(seq[a], errs[a])
+                grains[a] = [self._grain(seq[a], errs[a], c) for c in range(self.d)]
             out.append((errs[a], mags[a], grains[a]))  # one argmax: copied exactly
         return out
 
