@@ -19,6 +19,7 @@ from tfcert.errors import InputError
 from tfcert.verify.float_analysis import Analysis
 from tfcert.verify.claims.size import THEOREM, measure
 from tfcert.verify.shortcuts import distinct_sorted
+from tfcert.verify.floats import FORMATS
 from tfcert.verify.formats import Dataset, Model, dumps, model_json
 
 
@@ -68,6 +69,16 @@ def _phases(progress, attention: str):
         if progress:
             progress(names.index(name), len(names), f"building: {name}")
     return step
+
+
+def float_analyses(model: Model, dataset: Dataset) -> list[Analysis]:
+    """One float analysis per format, to be fed the verifier's own replay of
+    the model (bundle.build): each that stays useful — no error bound ever
+    above 1 + max|y|, beyond which a float run may land anywhere among the
+    targets — gives a ``float`` claim."""
+    inputs = [p.input for p in dataset.pairs]
+    useful = 1 + max(abs(v) for p in dataset.pairs for y in p.output for v in y)
+    return [Analysis(model, inputs, fmt, give_up_above=useful) for fmt in FORMATS.values()]
 
 
 def float_bounds(analyses: list[Analysis]) -> list[tuple[str, fmpq | None]]:

@@ -14,13 +14,11 @@ from pathlib import Path
 
 from flint import fmpq
 
-from tfcert.construct.aside import ASIDE_TOKENS, Aside, float_analyses
-from tfcert.construct.build import Construction, certificate, construct, float_bounds, model_bytes
+from tfcert.construct.build import Construction, certificate, construct, float_analyses, float_bounds, model_bytes
 from tfcert.errors import InputError
 from tfcert.verify.check import Report, Result, check_certificate
 from tfcert.verify.claims import Context
 from tfcert.verify.claims import float as float_claim
-from tfcert.verify.floats import FORMATS
 from tfcert.verify.formats import Dataset, Document, dumps, load_document, parse_document, read_dataset
 
 @dataclass(frozen=True)
@@ -39,31 +37,20 @@ def build(dataset: str | Path | Document, attention: str = "hardmax", width: int
     total, label)`` hears the phase (building, certifying, verifying) and
     the count of its work: phases built, steps, blocks replayed. ``replay``
     is verify's (tfcert/shards.py: the verification on shards)."""
+    from tfcert.progress import Replay
+
     dataset_doc = dataset if isinstance(dataset, Document) else load_document(dataset)
     data = read_dataset(dataset_doc)
-    construction = construct(data, attention, width, progress)
-    aside = None  # on a large dataset, the analyses but binary64's beside the verification, in a second process
-    if replay is None and sum(len(p.input) for p in data.pairs) >= ASIDE_TOKENS:
-        aside = Aside(construction.model, data, tuple(name for name in FORMATS if name != "binary64"))
-    try:
-        return _certified(dataset_doc, data, construction, aside, progress, replay)
-    finally:
-        if aside is not None:
-            aside.stop()
-
-
-def _certified(dataset_doc: Document, data: Dataset, construction: Construction, aside: Aside | None, progress,
-               replay) -> Bundle:
-    from tfcert.progress import Replay
 
     def stage(done: int, label: str):
         if progress:
             progress(done, 3, f"certifying: {label}")
 
+    construction = construct(data, attention, width, progress)
     stage(0, "the model file")
     model = model_bytes(construction.model)
     stage(1, "float analyses")
-    analyses = float_analyses(construction.model, data, ("binary64",) if aside else tuple(FORMATS))
+    analyses = float_analyses(construction.model, data)
     stage(2, "the claims")
     draft = dumps(certificate(construction, data, model, dataset_doc.raw, []))
     if progress:
@@ -77,7 +64,6 @@ def _certified(dataset_doc: Document, data: Dataset, construction: Construction,
         raise InputError(f"{dataset_doc.path}: the bundle built from this dataset exceeds a limit of the checker "
                          f"({exc}); raise it with --limit") from None
     stage(3, "the float claims and the certificate")
-    analyses += aside.join() if aside else []
     floats = float_bounds(analyses)
     value = certificate(construction, data, model, dataset_doc.raw, floats)
     report = Report(report.results + _float_results(Context(construction.model, data, value), analyses),
