@@ -4,9 +4,9 @@ rank-two scores, d = 2) against all n² scores, the sparse feed-forward layer
 against the dense formula in Python Fractions, dict keys of vectors against
 equality, a Step's view against copies, a snap's deduplicated rows, region
 queries on a span basis against the piecewise-linear check, a Ranked order
-against the exact order, and the float analysis's kept reach lists against
-fresh ones and the per-token bound, its bounds shared per attention mean
-against per-token ones, and its score and attention-output bounds (their
+against the exact order, a ranking on a direction read for its positive
+multiples, and the float analysis's kept reach lists against fresh ones and
+the per-token bound, its bounds shared per attention mean against per-token ones, and its score and attention-output bounds (their
 per-sequence and per-mean parts taken once) against their definitions."""
 from __future__ import annotations
 
@@ -23,7 +23,7 @@ from hypothesis import strategies as st
 from tfcert.verify import float_analysis
 from tfcert.verify.evaluate import Replay
 from tfcert.verify.layers import Scores, apply_ff, attention_of
-from tfcert.verify.shortcuts import Ranked, attention_table
+from tfcert.verify.shortcuts import Projections, Ranked, Scaled, attention_table, direction_of
 from tfcert.verify.floats import FORMATS, up
 from tfcert.verify.formats import FF, LowRank, load_document, read_dataset, read_model
 from tfcert.verify.numbers import dot, key
@@ -187,6 +187,24 @@ def test_ranked_answers_as_the_exact_order_does(values, moves, lo, hi):
     if lo < hi:
         below, above = [v for v in now if v <= lo], [v for v in now if v >= hi]
         assert ranked.outside(lo, hi) == (max(below) if below else None, min(above) if above else None)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.integers(1, 4).flatmap(lambda d: st.tuples(vec(d), st.lists(vec(d), min_size=1, max_size=10))),
+       small, small)
+def test_a_ranking_on_a_direction_answers_for_its_positive_multiples(case, lo, hi):
+    """The replay keeps one ranking per direction r (direction_of: row = g·r,
+    g > 0) and reads it for the row through Scaled: the same tokens inside
+    any window, and the same nearest values outside it, as a ranking on the row."""
+    row, tokens = case
+    r, g = direction_of(row)
+    scaled = Scaled(Projections(r, tokens), g) if g != 1 else Projections(r, tokens)
+    direct = Projections(row, tokens)
+    lo, hi = as_fmpq(lo), as_fmpq(hi)
+    assert g > 0 and tuple(g * v for v in r) == row
+    assert scaled.inside(lo, hi) == direct.inside(lo, hi) and scaled.inside(lo, None) == direct.inside(lo, None)
+    if lo < hi:
+        assert scaled.outside(lo, hi) == direct.outside(lo, hi)
 
 
 @pytest.mark.parametrize("name", ["random-d20-wide", "demo-softmax", "equal-means-hardmax"])

@@ -116,10 +116,12 @@ PARTS = {
     # the layer formulas, exact and (softmax) in arb balls: what "evaluate a layer" means (with
     # softmax scores taken once per group of equal columns and once per distinct query: Scores.columns)
     "formulas": (("layers.py", "enclose.py"), 260),
-    # what to evaluate, never how: FF support and sorted projections, the planar argmax table
-    "shortcuts": (("shortcuts.py",), 130),
+    # what to evaluate, never how: FF support and sorted projections (one ranking per direction,
+    # read for each positive multiple of it: Scaled), the planar argmax table
+    "shortcuts": (("shortcuts.py",), 139),
     # the replay driver and the kernel's reading: formats, exact numbers, the certificate's walk
-    "replay": (("__init__.py", "check.py", "errors.py", "evaluate.py", "formats.py", "numbers.py"), 750),
+    # (an FF layer evaluates a run of equal tokens once)
+    "replay": (("__init__.py", "check.py", "errors.py", "evaluate.py", "formats.py", "numbers.py"), 757),
     # one module per claim kind and the protocol they meet, and z3's region queries (with the
     # hook that hands each query to observers for --emit-smt and --cross-check; hat, snap and
     # tau_star split into static, tokens and verdict, so that shards reuse them)
@@ -136,8 +138,8 @@ PARTS = {
     # the exact evaluation lemma: each operand's grain, a sum of terms on one grid with few
     # enough bits rounds nothing, in FF layers and in the copy of a hardmax argmax; rounding
     # counts over the coordinates a low-rank A or V involves, not all d; V's dense entries once
-    # per matrix)
-    "float analysis": (("floats.py", "float_analysis.py"), 745),
+    # per matrix; equal tokens with one error widened once per layer)
+    "float analysis": (("floats.py", "float_analysis.py"), 751),
 }
 
 

@@ -17,7 +17,7 @@ from tfcert.verify.formats import FF, SA, Model
 from tfcert.verify.layers import (Attention, apply_ff, apply_ff_token, apply_low_rank, apply_sa_hardmax,
                                   is_zero_matrix, mean, sa_boxes, sa_rank_one)
 from tfcert.verify.numbers import Vec, add, bounded, key, scale
-from tfcert.verify.shortcuts import Projections, Ranked, attention_table, ff_support
+from tfcert.verify.shortcuts import Projections, Ranked, Scaled, attention_table, direction_of, ff_support
 
 
 class Before:
@@ -53,7 +53,7 @@ class Step:
     shape: tuple[int, ...]
     attention: tuple[tuple[Attention, ...], ...] | None = None
     uniform: bool = False
-    sorted_before: dict | None = None  # key(direction) -> Projections, as they were before the layer
+    sorted_before: dict | None = None  # key(r) -> Projections on r (direction_of), as they were before the layer
     noise: tuple[tuple[Noise, ...], ...] | None = None  # softmax, V = u vᵀ on points: every token's noise
     below: bool = False  # softmax enclosures hold at every temperature up to the model's
     exact: bool = True  # every token before and after the layer is an exact point
@@ -66,10 +66,13 @@ class Step:
     def after(self) -> tuple[tuple[Vec, ...], ...]:
         return _split(self.flat_after, self.shape)
 
-    def projections(self, direction: Vec) -> Ranked:
+    def projections(self, direction: Vec) -> Ranked | Scaled:
         """Flat token ids ranked by projection on ``direction`` before the layer."""
-        proj = self.sorted_before.get(key(direction)) if self.sorted_before is not None else None
-        return proj if proj is not None else Projections(direction, list(self.flat_before))
+        r, g = direction_of(direction)
+        proj = self.sorted_before.get(key(r)) if self.sorted_before is not None else None
+        if proj is None:
+            return Projections(direction, list(self.flat_before))
+        return proj if g == 1 else Scaled(proj, g)
 
 
 def _split(flat: list, shape: tuple[int, ...]) -> tuple[tuple, ...]:
@@ -110,16 +113,18 @@ class Replay:
     def sequences(self) -> tuple[tuple[Vec, ...], ...]:
         return tuple(tuple(self.tokens[o:o + n]) for o, n in zip(self.offsets, self.lengths))
 
-    def _projections(self, direction: Vec) -> Projections:
-        name = key(direction)
+    def _projections(self, direction: Vec) -> Ranked | Scaled:
+        """The tokens ranked on ``direction`` = g·r: kept sorted on r (direction_of)."""
+        r, g = direction_of(direction)
+        name = key(r)
         proj = self.index.get(name)
         if proj is None:
-            proj = self.index[name] = Projections(direction, self.tokens)
+            proj = self.index[name] = Projections(r, self.tokens)
             if len(self.index) > self.MAX_DIRECTIONS:
                 self.index.popitem(last=False)
         else:
             self.index.move_to_end(name)
-        return proj
+        return proj if g == 1 else Scaled(proj, g)
 
     def _set(self, updates: dict[int, Vec]) -> None:
         for g, x in updates.items():
@@ -172,7 +177,12 @@ class Replay:
                 candidates = set(range(len(self.tokens)))
                 break
             candidates.update(self._projections(sup.direction).inside(sup.lo, sup.hi))
-        self._set({g: apply_ff(ff, self.tokens[g]) for g in sorted(candidates)})
+        updates, last = {}, (None, None)  # (token, output): a run of equal tokens (a snap's cluster) is evaluated once
+        for g in sorted(candidates):
+            if self.tokens[g] != last[0]:
+                last = self.tokens[g], apply_ff(ff, self.tokens[g])
+            updates[g] = last[1]
+        self._set(updates)
 
     def _sa(self, sa: SA) -> tuple[tuple[tuple[Attention, ...], ...] | None, bool]:
         d = self.model.d

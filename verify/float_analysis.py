@@ -340,16 +340,24 @@ class Analysis:
         if self.give_up_above is not None:
             self.worst = max((max(e, default=0.0) for e in self.err), default=0.0)
 
-    def _widen(self, g: int, x) -> None:
+    def _widen(self, g: int, x, seen: dict) -> None:
         """Token g is now x with error err[g]: its magnitude, the maxima, and
-        its place in each reach list."""
+        its place in each reach list. ``seen`` (by id of the error tuple, kept
+        alive there): a token of this layer equal to x with the same error has
+        the same magnitude and slacks, functions of both (a snap's cluster),
+        and is already in the maxima."""
         e = self.err[g]
-        self.mag[g] = self._mag(x, e)
-        for row, ranked in self.reach.values():
-            ranked.move(g, self._slack(row, g, x))
-        self.X = list(map(max, self.X, self.mag[g]))
-        if self.give_up_above is not None:
-            self.worst = max(self.worst, *e)
+        same = seen.get(id(e))
+        fresh = same is None or same[0] != x
+        self.mag[g] = self._mag(x, e) if fresh else same[1]
+        slacks = [self._slack(row, g, x) for row, _ in self.reach.values()] if fresh else same[2]
+        for (_, ranked), slack in zip(self.reach.values(), slacks):
+            ranked.move(g, slack)
+        if fresh:
+            seen[id(e)] = (x, self.mag[g], slacks, e)
+            self.X = list(map(max, self.X, self.mag[g]))
+            if self.give_up_above is not None:
+                self.worst = max(self.worst, *e)
 
     def _check_range(self, value: float, what: str) -> None:
         """Every partial sum of terms whose magnitudes add up to ``value`` is at
@@ -435,8 +443,9 @@ class Analysis:
         if len(todo) == len(before):
             self._refresh(after)
         else:
+            seen: dict[int, tuple] = {}
             for g in todo:
-                self._widen(g, after[g])
+                self._widen(g, after[g], seen)
 
     def _slack(self, row: Rounded, g: int, x: Vec) -> float:
         """An upper bound on w·x plus the error of w·x̂ + b̂ for token g (its

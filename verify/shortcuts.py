@@ -22,7 +22,7 @@ from sortedcontainers import SortedList
 
 from tfcert.verify.formats import FF, LowRank
 from tfcert.verify.layers import Attention, Scores, apply_low_rank, attention_of, sparse_dot
-from tfcert.verify.numbers import ZERO, Vec, dot, key
+from tfcert.verify.numbers import ONE, ZERO, Vec, key
 
 
 # ---------------------------------------------------------------- planar argmax
@@ -35,8 +35,9 @@ def attention_table(A: LowRank, X: list[Vec]) -> list[Attention]:
     from all n² scores."""
     if len(X) > 2 and A.scale == 0 and 1 <= len(A.terms) <= 2:
         pad = (ZERO,) * (2 - len(A.terms))
-        return _planar_table([tuple(dot(v, x) for _, v in A.terms) + pad for x in X],
-                             [tuple(dot(u, x) for u, _ in A.terms) + pad for x in X])
+        us, vs = ([tuple((j, c) for j, c in enumerate(w) if c) for w in side] for side in zip(*A.terms))
+        return _planar_table([tuple(sparse_dot(v, x) for v in vs) + pad for x in X],  # v·x over v's non-zeros
+                             [tuple(sparse_dot(u, x) for u in us) + pad for x in X])
     if len(X) > 2 and len(X[0]) == 2:
         return _planar_table([apply_low_rank(A, x) for x in X], X)
     table = Scores(A, X)
@@ -199,6 +200,28 @@ class Ranked:
             self.ordered.remove(self.entry[g])
             self.entry[g] = (_float_key(new), new, g)
             self.ordered.add(self.entry[g])
+
+
+def direction_of(row: Vec) -> tuple[Vec, fmpq]:
+    """row = g·r with g > 0 the first non-zero entry's absolute value (g = 1
+    for a zero row): one ranking on r serves every positive multiple of r
+    (a construction scales its hats' rows by powers of two)."""
+    g = next((abs(v) for v in row if v), ONE)
+    return (row if g == 1 else tuple(v / g for v in row)), g
+
+
+class Scaled:
+    """A ranking on r read as one on g·r, g > 0: g·r·x lies in (lo, hi) exactly
+    when r·x lies in (lo/g, hi/g), and each value on g·r is g times its value on r."""
+
+    def __init__(self, ranked: Ranked, g: fmpq):
+        self.ranked, self.g = ranked, g
+
+    def inside(self, lo: fmpq, hi: fmpq | None) -> list[int]:
+        return self.ranked.inside(lo / self.g, None if hi is None else hi / self.g)
+
+    def outside(self, lo: fmpq, hi: fmpq) -> tuple[fmpq | None, fmpq | None]:
+        return tuple(None if v is None else v * self.g for v in self.ranked.outside(lo / self.g, hi / self.g))
 
 
 class Projections(Ranked):
