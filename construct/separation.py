@@ -215,6 +215,11 @@ def _exact_projection(row: Vec, beta: fmpq, tokens: list[Vec]) -> bool:
     return True
 
 
+def _candidates(tokens: list[Vec], d: int) -> tuple[list[Vec], list[fmpq]]:
+    """The directions and the mean shifts λ that _conditioned ranks."""
+    return dense(d) + sparse(d) + integral(d) + _searched(tokens, d), [ZERO, *islice(small_rationals(), SHIFTS)]
+
+
 SEARCHED = 256  # small-integer candidates fitted to the data
 
 
@@ -224,8 +229,7 @@ def _searched(tokens: list[Vec], d: int) -> list[Vec]:
     random coordinates (k = 2 … 6), so that every projection stays within ±2^9 and, with few
     significant bits in the tokens, a binary16 run computes t exactly (_exactness) — where
     integral()'s fixed entries either collide on many small-integer tokens or exceed that range."""
-    grain = _grain(tokens)
-    if grain is None or len(tokens) > 2 ** 10 or d < 2:
+    if len(tokens) > 2 ** 10 or d < 2 or _grain(tokens) is None:
         return []
     top = max((abs(v) for x in tokens for v in x), default=ONE) or ONE
     rng = np.random.default_rng(2468)
@@ -279,8 +283,7 @@ def _conditioned(seqs, means: list[Vec], leaders: list[int], plan: list[Vec], d:
     direction() and the first λ that separates."""
     tokens = [x for s in seqs for x in s]
     values = distinct_sorted(tokens + means)
-    candidates = dense(d) + sparse(d) + integral(d) + _searched(tokens, d)
-    lams = [ZERO, *islice(small_rationals(), SHIFTS)]
+    candidates, lams = _candidates(tokens, d)
     tried: dict[int, tuple | None] = {}
 
     def shifted(i: int, lam: fmpq) -> tuple | None:
@@ -390,9 +393,8 @@ def crowded(seqs, leaders: list[int], d: int, softmax: bool) -> bool:
     """Whether no projection of these tokens, with any λ, leaves every leader hat room in binary32
     (the best ranked pair is not exact and leaves some leader's and neighbour's errors in t over
     3/4 of their gap, or float64 ranks none): the compression's test (compress.py)."""
-    tokens = [x for s in seqs for x in s]
-    keys = _ranking(seqs, _means(seqs), leaders, bump_plan(seqs), dense(d) + sparse(d) + integral(d)
-                    + _searched(tokens, d), [ZERO, *islice(small_rationals(), SHIFTS)], d, softmax)
+    keys = _ranking(seqs, _means(seqs), leaders, bump_plan(seqs), *_candidates([x for s in seqs for x in s], d), d,
+                    softmax)
     return not keys or keys[0][0] == len(NARROW) and keys[0][1]
 
 
