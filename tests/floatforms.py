@@ -1,0 +1,206 @@
+"""An exact emulation of a hardmax (or softmax) model's float run that, unlike
+tests/floatemu.py, covers every form docs/float.md ("The float run it speaks
+about") allows: each sum evaluated along a random binary tree (any order, any
+association), each addition of a product fused (FMA) or not at random; the
+scores in the dense form (Â x̂_i first or Âᵀ x̂_l first, Â's entries computed in
+floats), the low-rank vector forms (either side) and the low-rank bilinear
+form; V m dense (entries computed in floats) or low-rank. Every operation is
+tfcert.verify.floats.round_nearest of the exact rational result (ties to even,
+gradual underflow). Used by the red team's tests of the exact evaluation lemma
+(tests/test_exact_attack.py)."""
+from __future__ import annotations
+
+import random
+
+import mpmath
+from flint import fmpq
+
+from tfcert.verify.enclose import coordinate_range
+from tfcert.verify.floats import FORMATS, round_nearest
+from tfcert.verify.formats import LowRank, Model
+
+SCORE_FORMS = ("dense", "dense_t", "vector", "vector_t", "bilinear")
+V_FORMS = ("dense", "low_rank")
+
+
+class Run:
+    """One float run: ``mode`` "forward", "reverse" (chains, no FMA), "fma" (a forward FMA
+    chain) or "random" (a random tree, FMA at random, forms at random per call)."""
+
+    def __init__(self, fmt: str, mode: str = "random", seed: int = 0, score_form: str | None = None,
+                 v_form: str | None = None):
+        self.fmt, self.mode, self.rng = FORMATS[fmt], mode, random.Random(seed)
+        self.score_form, self.v_form = score_form, v_form
+
+    def r(self, q: fmpq) -> fmpq:
+        return round_nearest(q, self.fmt)
+
+    def sum(self, terms: list) -> fmpq:
+        """Σ of terms: ("p", a, b) a product of two format numbers, ("v", a) a format number."""
+        if not terms:
+            return fmpq(0)
+        terms = list(terms)
+        if self.mode in ("forward", "reverse", "fma"):
+            if self.mode == "reverse":
+                terms.reverse()
+            acc = None
+            for t in terms:
+                if acc is None:
+                    acc = self.r(t[1] * t[2]) if t[0] == "p" else t[1]
+                elif t[0] == "p" and self.mode == "fma":
+                    acc = self.r(t[1] * t[2] + acc)
+                else:
+                    acc = self.r((self.r(t[1] * t[2]) if t[0] == "p" else t[1]) + acc)
+            return acc
+        items = terms
+        rng = self.rng
+        while len(items) > 1:
+            i, j = rng.sample(range(len(items)), 2)
+            a, b = items[i], items[j]
+            for k in sorted((i, j), reverse=True):
+                items.pop(k)
+            if a[0] == "p" and b[0] == "v" and rng.random() < 0.5:
+                new = self.r(a[1] * a[2] + b[1])
+            elif b[0] == "p" and a[0] == "v" and rng.random() < 0.5:
+                new = self.r(b[1] * b[2] + a[1])
+            else:
+                va = self.r(a[1] * a[2]) if a[0] == "p" else a[1]
+                vb = self.r(b[1] * b[2]) if b[0] == "p" else b[1]
+                new = self.r(va + vb)
+            items.append(("v", new))
+        t = items[0]
+        return self.r(t[1] * t[2]) if t[0] == "p" else t[1]
+
+    def dot(self, a, b) -> fmpq:
+        return self.sum([("p", x, y) for x, y in zip(a, b)])
+
+    def exp(self, x: fmpq) -> fmpq:
+        with mpmath.workprec(200):
+            value = mpmath.exp(mpmath.mpf(int(x.p)) / int(x.q))
+            num = int(mpmath.floor(value * 2 ** 400))
+        return self.r(fmpq(num, 2 ** 400))
+
+    def pick(self, forms, fixed):
+        return fixed if fixed is not None else (self.rng.choice(forms) if self.mode == "random" else forms[0])
+
+
+def _rounded(m: LowRank, run: Run):
+    return run.r(m.scale), [([run.r(v) for v in u], [run.r(v) for v in w]) for u, w in m.terms]
+
+
+def _dense(m, d: int, run: Run) -> list[list[fmpq]]:
+    s, terms = m
+    return [[run.sum(([("p", s, fmpq(1))] if a == b else []) + [("p", u[a], v[b]) for u, v in terms])
+             for b in range(d)] for a in range(d)]
+
+
+def scores(m, x, ys, run: Run) -> list[fmpq]:
+    s, terms = m
+    d = len(x)
+    form = run.pick(SCORE_FORMS, run.score_form)
+    out = []
+    if form in ("dense", "dense_t"):
+        A = _dense(m, d, run)
+        if form == "dense":
+            ax = [run.dot(A[a], x) for a in range(d)]
+            return [run.dot(ax, y) for y in ys]
+        for y in ys:
+            aty = [run.dot([A[a][b] for a in range(d)], y) for b in range(d)]
+            out.append(run.dot(aty, x))
+        return out
+    if form == "vector":
+        coeffs = [run.dot(v, x) for _, v in terms]
+        vec = [run.sum([("p", s, x[a])] + [("p", u[a], c) for (u, _), c in zip(terms, coeffs)]) for a in range(d)]
+        return [run.dot(vec, y) for y in ys]
+    if form == "vector_t":
+        for y in ys:
+            coeffs = [run.dot(u, y) for u, _ in terms]
+            vec = [run.sum([("p", s, y[b])] + [("p", v[b], c) for (_, v), c in zip(terms, coeffs)]) for b in range(d)]
+            out.append(run.dot(vec, x))
+        return out
+    cx = [run.dot(v, x) for _, v in terms]
+    for y in ys:
+        cy = [run.dot(u, y) for u, _ in terms]
+        out.append(run.sum([("p", s, run.dot(x, y))] + [("p", a, b) for a, b in zip(cx, cy)]))
+    return out
+
+
+def apply(m, x, run: Run) -> list[fmpq]:
+    s, terms = m
+    d = len(x)
+    if run.pick(V_FORMS, run.v_form) == "dense":
+        V = _dense(m, d, run)
+        return [run.dot(V[c], x) for c in range(d)]
+    coeffs = [run.dot(v, x) for _, v in terms]
+    return [run.sum([("p", s, x[c])] + [("p", u[c], k) for (u, _), k in zip(terms, coeffs)]) for c in range(d)]
+
+
+def forward(model: Model, sequences, run: Run) -> list:
+    one = fmpq(1)
+    seqs = [[[run.r(v) for v in x] for x in seq] for seq in sequences]
+    tau = run.r(model.temperature) if model.temperature is not None else None
+    for block in model.blocks:
+        ff, sa = block.ff, block.sa
+        eta, b = run.r(ff.eta), [run.r(v) for v in ff.b]
+        U = [[run.r(v) for v in row] for row in ff.U]
+        W = [[run.r(v) for v in row] for row in ff.W]
+        new = []
+        for seq in seqs:
+            out = []
+            for x in seq:
+                h = []
+                for row, bk in zip(U, b):
+                    z = run.sum([("p", a, c) for a, c in zip(row, x)] + [("v", bk) if run.rng.random() < 0.5
+                                                                         else ("p", bk, one)])
+                    h.append(z if z > 0 else fmpq(0))
+                out.append([run.sum([("p", eta, x[i])] + [("p", w, hk) for w, hk in zip(W[i], h)])
+                            for i in range(len(x))])
+            new.append(out)
+        seqs = new
+        if sa.rho == 1 and sa.V.scale == 0 and not any(any(u) and any(v) for u, v in sa.V.terms):
+            continue
+        rho, A, V = run.r(sa.rho), _rounded(sa.A, run), _rounded(sa.V, run)
+        new = []
+        for seq in seqs:
+            out = []
+            for x in seq:
+                s = scores(A, x, seq, run)
+                if model.attention == "hardmax":
+                    top = [l for l, v in enumerate(s) if v == max(s)]
+                    if len(top) == 1:
+                        m = list(seq[top[0]])
+                    else:
+                        k = run.r(fmpq(1, len(top)))
+                        m = [run.sum([("p", k, seq[l][j]) for l in top]) for j in range(len(x))]
+                else:
+                    z = [run.r(v / tau) for v in s]
+                    e = [run.exp(run.r(v - max(z))) for v in z]
+                    total = run.sum([("v", v) for v in e])
+                    p = [run.r(v / total) for v in e]
+                    m = [run.dot(p, [y[j] for y in seq]) for j in range(len(x))]
+                vm = apply(V, m, run)
+                out.append([run.sum([("p", rho, x[j]), ("v", vm[j])]) for j in range(len(x))])
+            new.append(out)
+        seqs = new
+    return seqs
+
+
+MODES = ("forward", "reverse", "fma", "random")
+
+
+def worst(model: Model, sequences, exact, fmt: str, runs: int = 4, seed: int = 0) -> fmpq:
+    """The largest max-coordinate deviation from ``exact`` over the fixed modes (every score
+    and V form each) and ``runs`` random runs; for an enclosure (softmax), the distance from
+    its coordinate range, which the deviation from the point inside it is at least."""
+    seen = fmpq(0)
+    configs = [(m, sf, vf) for m in ("forward", "reverse", "fma") for sf, vf in
+               zip(SCORE_FORMS, V_FORMS * 3)]
+    configs += [("random", None, None)] * runs
+    for n, (mode, sf, vf) in enumerate(configs):
+        got = forward(model, sequences, Run(fmt, mode, seed * 1000 + n, sf, vf))
+        for gs, ws in zip(got, exact):
+            for gt, wt in zip(gs, ws):
+                for j, g in enumerate(gt):
+                    lo, hi = coordinate_range(wt, j)  # an enclosure (softmax): its distance, a lower bound
+                    seen = max(seen, lo - g, g - hi)
+    return seen

@@ -1,0 +1,414 @@
+"""Red team of the exact evaluation lemma and the rounding counts (a1ff16f, 910242d, dac833b):
+the lemma itself (verify/floats.py) against every evaluation tree with and without fused
+multiply-add, the analysis's grains against every float within a token's error bound, the
+exact paths of the FF layer and of a hardmax copy through V on random small models, and the
+reach of a sparse A or V, each against tests/floatforms.py, an emulator of every form the
+float claim covers (dense Â and V̂ with entries computed in floats, both low-rank forms, any
+association). No hole was found; each test asserts the bound holds, so that it fails if the
+lemma's conditions, the grains or the counts are weakened (each was checked against such a
+mutant where noted)."""
+from __future__ import annotations
+
+import random
+
+import pytest
+from floatforms import MODES, SCORE_FORMS, V_FORMS, Run, forward, worst
+from flint import fmpq
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from tfcert.verify.enclose import Path
+from tfcert.verify.evaluate import Replay
+from tfcert.verify.float_analysis import Analysis, rational
+from tfcert.verify.floats import FORMATS, exact_limit, exact_sum, grain, round_nearest, valuation
+from tfcert.verify.formats import FF, SA, Block, LowRank, Model
+
+Q = fmpq
+ZERO = LowRank(Q(0))
+ALL = ("bfloat16", "binary16", "binary32", "binary64")
+
+
+def analyse(model: Model, inputs, fmt: str):
+    """The analysis's bound (None where it refuses, with its reason) and the exact final tokens."""
+    analysis, replay = Analysis(model, inputs, FORMATS[fmt]), Replay(model, inputs)
+    for step in replay.steps():
+        analysis.step(step)
+    analysis.finish()
+    return analysis, replay.sequences()
+
+
+def assert_within(model: Model, inputs, fmt: str, runs: int = 2, seed: int = 0):
+    """The proven bound (or None where the analysis refuses) and the worst emulated deviation,
+    asserted within it."""
+    analysis, exact = analyse(model, inputs, fmt)
+    if analysis.failure is not None:
+        return None, None
+    seen = worst(model, inputs, exact, fmt, runs=runs, seed=seed)
+    assert seen <= analysis.bound, f"{fmt}: a float run misses by {float(seen)}, proven {float(analysis.bound)}"
+    return analysis.bound, seen
+
+
+# ---------------------------------------------------------------- the lemma itself
+
+def _short(rng: random.Random, fmt, bits: int, exp: int) -> fmpq:
+    """±m·2^exp, m of at most ``bits`` bits, as a number of the format (rounded where it is not)."""
+    m = rng.randint(1, 2 ** bits - 1) * rng.choice((1, -1))
+    try:
+        return round_nearest(Q(m) * Q(2) ** exp, fmt)
+    except OverflowError:
+        return fmt.largest
+
+
+def _lower_grain(q: fmpq, fmt, share: float) -> int | None:
+    """The grain the analysis gives an operand q from a lower bound share·|q| on it (its
+    valuation where share is 0: an exact operand)."""
+    if not q:
+        return None
+    if share == 0:
+        return valuation(q)
+    return grain(abs(q) * Q(int(share * 1024), 1024), fmt)
+
+
+def _terms(rng: random.Random, fmt, share: float):
+    """Terms around one grid 2^E, from the subnormal range to the top of the range: parameters
+    (grain: their valuation) times operands (grain: _lower_grain), and lone parameters; their
+    bits drawn so that the lemma often accepts the sum and sometimes only just refuses it."""
+    p, t = fmt.precision, fmt.emin - fmt.precision + 1
+    E = rng.choice((t, t + 3, fmt.emin, -p, -3, 0, 4, fmt.emax - 2 * p, fmt.emax - p + 1))
+    n = rng.randint(1, 7)
+    budget = p - (n - 1).bit_length() + rng.choice((0, 0, 1, 3))  # bits of each term: Σ|terms| near 2^(p+E)
+    terms, spec = [], []
+    for _ in range(n):
+        if rng.random() < 0.7:
+            ka = rng.randint(1, max(1, budget - 1))
+            ea = E + rng.randint(-8, 8)
+            a = _short(rng, fmt, ka, ea)
+            b = _short(rng, fmt, max(1, budget - ka), E - ea + rng.randint(0, 1))
+            ga, gb = valuation(a), _lower_grain(b, fmt, share)
+            terms.append(("p", a, b))
+            spec.append((None if ga is None or gb is None else ga + gb, abs(a * b)))
+        else:
+            a = _short(rng, fmt, budget, E + rng.randint(0, 1))
+            terms.append(("v", a))
+            spec.append((valuation(a), abs(a)))
+    return terms, spec
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.sampled_from(ALL), st.integers(0, 2 ** 32), st.sampled_from((0.0, 0.0, 0.5, 1.0)))
+def test_a_sum_the_lemma_accepts_is_exact_in_every_tree_with_and_without_fma(fmt_name, seed, share):
+    """Terms that are numbers of the format or products of two on a grid 2^E from the subnormal
+    spacing to the top of the range, with their magnitudes summing near 2^(p+E); each
+    parameter's grain its valuation and each operand's as the analysis takes it (its valuation,
+    or the binade spacing of a lower bound on it). Where exact_sum accepts the terms (about
+    half the time), the forward, reverse and FMA chains and 16 random trees (any association,
+    FMA at random) all return the exact sum; where it refuses, nothing is claimed."""
+    fmt, rng = FORMATS[fmt_name], random.Random(seed)
+    terms, spec = _terms(rng, fmt, share)
+    if exact_sum(spec, fmt) is None:
+        return
+    total = sum((t[1] * t[2] if t[0] == "p" else t[1] for t in terms), Q(0))
+    for k, mode in enumerate(("forward", "reverse", "fma") + ("random",) * 16):
+        assert Run(fmt_name, mode, seed + k).sum(terms) == total, (fmt_name, mode, terms)
+
+
+def test_the_lemma_speaks_about_half_the_generated_sums():
+    """The generator above reaches the lemma: it accepts a good share of the sums of two terms
+    or more, exactly at its limit for some, and refuses others that a float run rounds."""
+    rng, accepted, edge, rounded = random.Random(3), 0, 0, 0
+    for _ in range(400):
+        fmt = FORMATS[rng.choice(ALL)]
+        terms, spec = _terms(rng, fmt, 0.0)
+        if len(terms) < 2:
+            continue
+        E = exact_sum(spec, fmt)
+        total = sum((t[1] * t[2] if t[0] == "p" else t[1] for t in terms), Q(0))
+        if E is not None:
+            accepted += 1
+            edge += sum(m for _, m in spec) > exact_limit(E, fmt) / 2
+        else:
+            try:
+                rounded += Run(fmt.name, "forward").sum(terms) != total
+            except OverflowError:
+                rounded += 1
+    assert accepted > 120 and edge > 30 and rounded > 30, (accepted, edge, rounded)
+
+
+@pytest.mark.parametrize("fmt_name", ALL)
+def test_the_lemma_at_its_edges(fmt_name):
+    """S = 2^(p+E) exactly (a partial sum m = 2^p) is exact in every order; 2^(p+E) + 2^E is
+    refused and a forward chain rounds it; the subnormal grid is accepted and a product on a
+    finer grid refused (it underflows); at the top of the range the limit is the largest
+    number, and a sum past it is refused."""
+    fmt = FORMATS[fmt_name]
+    p, t = fmt.precision, fmt.emin - fmt.precision + 1  # 2^t: the subnormal spacing
+    for E in (t, 0, fmt.emax - p + 1 - 2):
+        g = Q(2) ** E
+        big, one = (Q(2) ** p - 1) * g, g  # p bits and 1 bit: S = 2^(p+E)
+        if big > fmt.largest:
+            continue
+        assert exact_sum([(E, big), (E, one)], fmt) == E
+        for k, mode in enumerate(MODES * 4):
+            assert Run(fmt_name, mode, k).sum([("v", big), ("v", one)]) == Q(2) ** p * g
+        if Q(2) ** p * g + g <= fmt.largest:
+            assert exact_sum([(E + 1, Q(2) ** p * g), (E, one)], fmt) is None
+            assert Run(fmt_name, "forward").sum([("v", Q(2) ** p * g), ("v", one)]) != Q(2) ** p * g + g
+    # two subnormal-grid numbers: their sum is exact; a product of two on a finer grid is refused
+    tiny = fmt.tiny
+    assert exact_sum([(t, 3 * tiny), (t, 5 * tiny)], fmt) == t
+    assert Run(fmt_name, "forward").sum([("v", 3 * tiny), ("v", 5 * tiny)]) == 8 * tiny
+    half = Q(1, 2)
+    assert exact_limit(t - 1, fmt) is None and exact_sum([(t - 1, 3 * tiny * half)], fmt) is None
+    assert Run(fmt_name, "forward").sum([("p", 3 * tiny, half)]) != 3 * tiny * half  # it rounds
+    # the top: a grid coarser than 2^(emax - p + 1), the limit is the largest number
+    top = fmt.emax - p + 2
+    assert exact_limit(top, fmt) == fmt.largest
+    assert exact_sum([(top, fmt.largest), (top, Q(2) ** top)], fmt) is None
+
+
+# ---------------------------------------------------------------- grains
+
+def _analysis(fmt: str, d: int) -> Analysis:
+    return Analysis(Model(d, "hardmax", ()), [], FORMATS[fmt])
+
+
+def _floats_near(q: fmpq, e: fmpq, fmt, rng: random.Random, count: int = 12) -> list[fmpq]:
+    """Numbers of the format within e of q: the ends' roundings inward and random points."""
+    out = []
+    for _ in range(count):
+        point = q + e * Q(rng.randint(-1024, 1024), 1024)
+        try:
+            r = round_nearest(point, fmt)
+        except OverflowError:
+            continue
+        if abs(r - q) <= e:
+            out.append(r)
+    return out
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.sampled_from(ALL), st.integers(0, 2 ** 32), st.booleans())
+def test_every_float_within_a_token_error_is_a_multiple_of_its_grain(fmt_name, seed, path):
+    """_grain: for a token (a point, or a Path as softmax leaves one) and an error bound per
+    coordinate, every number of the format within the bound of some point of the token is a
+    multiple of 2^grain (None: only 0 is). Coordinates near powers of two (a float may fall a
+    binade below the exact value), near 0 (a sign change), subnormal, and exact (e = 0: the
+    valuation). Kills the mutants 'valuation of the exact value where e > 0' and 'least = |x|'."""
+    fmt, rng = FORMATS[fmt_name], random.Random(seed)
+    d = 3
+    analysis = _analysis(fmt_name, d)
+
+    def coordinate() -> fmpq:
+        k = rng.choice((0, 3, -5, fmt.emin, fmt.emin - 3, fmt.emax - 2))
+        base = Q(2) ** k * rng.choice((1, -1))
+        return rng.choice((base, base * Q(255, 256), base * Q(1025, 1024), base * Q(rng.randint(1, 999), 1000),
+                           Q(0), round_nearest(base * Q(3, 7), fmt)))
+
+    vertices = [tuple(coordinate() for _ in range(d)) for _ in range(2 if path else 1)]
+    if path and vertices[0] == vertices[1]:
+        return
+    token = Path(tuple(vertices)) if path else vertices[0]
+    errors = []
+    for j in range(d):
+        scale = max(abs(v[j]) for v in vertices)
+        errors.append(rng.choice((Q(0), scale * Q(1, 2 ** rng.randint(1, 12)), scale * 2, fmt.tiny * 3)))
+    if not path:  # e = 0 only where x̂ = x is possible: x a number of the format
+        errors = [e if e or round_nearest(v, fmt) == v else fmt.tiny for e, v in zip(errors, token)]
+    e_float = tuple(float(e) for e in errors)
+    # the analysis takes the errors as binary64 upper bounds: use the ones it will read
+    errors = [rational(f) for f in e_float]
+    grains = [analysis._grain(token, e_float, j) for j in range(d)]
+    for j in range(d):
+        centres = [vertices[0][j]]
+        if path:  # points along the path, and where the coordinate crosses 0
+            a, b = vertices[0][j], vertices[1][j]
+            centres += [a + (b - a) * Q(rng.randint(0, 64), 64) for _ in range(3)]
+            if a * b < 0:
+                centres.append(Q(0))
+        for r in (r for centre in centres for r in _floats_near(centre, errors[j], fmt, rng)):
+            if grains[j] is None:
+                assert r == 0, (fmt_name, token, e_float, j, r)
+            elif r:
+                assert (r / Q(2) ** grains[j]).q == 1, (fmt_name, token, e_float, j, r, grains[j])
+
+
+# ---------------------------------------------------------------- the reach of a sparse V or A
+
+def _e(d: int, j: int, v=1) -> tuple:
+    return tuple(Q(v) if k == j else Q(0) for k in range(d))
+
+
+def _identity(d: int) -> FF:
+    return FF(Q(1), (), (), tuple(() for _ in range(d)))
+
+
+def test_a_sparse_v_counts_every_coordinate_it_involves():
+    """V = e_1·(1, …, 1)ᵀ in d = 16, bfloat16, copying (256, 1, …, 1): a forward sum loses all
+    fifteen 1s (256 + 1 rounds to 256, ties to even), so V m errs by 15 — more than
+    γ_{r+3}·|V̂||m| ≈ 4.3, the count with the support left out, and within the proven bound,
+    which counts V's 16 coordinates (Matrix.reach). Fails with reach → 0."""
+    d = 16
+    V = LowRank(Q(0), ((_e(d, 0), tuple(Q(1) for _ in range(d))),))
+    model = Model(d, "hardmax", (Block(_identity(d), SA(Q(0), LowRank(Q(1)), V)),))
+    inputs = [((Q(256),) + (Q(1),) * (d - 1),)]
+    bound, seen = assert_within(model, inputs, "bfloat16", runs=1)
+    assert seen == 15 and bound is not None and bound < 24
+
+
+def test_a_sparse_a_whose_rounding_flips_the_argmax_is_refused():
+    """Scores (Σ_{j<32} x_ij)(x_l,32) + (x_i,0)(x_l,33) + (x_i,34)(x_l,34) in d = 35, bfloat16:
+    for the query (256, 1, …, 1, 0, 0, 0) the exact argmax is a (score 287) over b (262, gap
+    25), but a forward sum of the query's 32 coordinates loses every 1 and picks b. The
+    analysis counts the 35 coordinates A involves and refuses (its score difference's error
+    exceeds the gap); with reach → 0 it proved a bound of 0 that this run misses by 1."""
+    n = 32
+    d = n + 3
+    A = LowRank(Q(0), ((_e(d, n), tuple(Q(1) if j < n else Q(0) for j in range(d))),
+                       (_e(d, n + 1), _e(d, 0)), (_e(d, n + 2), _e(d, n + 2))))
+    query = (Q(256),) + (Q(1),) * (n - 1) + (Q(0),) * 3
+    a = (Q(0),) * n + (Q(1), Q(0), Q(1))
+    b = (Q(0),) * n + (Q(0), Q(262, 256), Q(2))
+    model = Model(d, "hardmax", (Block(_identity(d), SA(Q(0), A, LowRank(Q(1)))),))
+    analysis, exact = analyse(model, [(query, a, b)], "bfloat16")
+    assert analysis.failure is not None and "argmax gap 25" in analysis.failure
+    got = forward(model, [(query, a, b)], Run("bfloat16", "forward", 0, "vector", "low_rank"))
+    assert got[0][0] == list(b) != list(exact[0][0])  # the float run copies b: the refusal is needed
+
+
+def test_scales_that_round_to_zero_leave_the_reach_to_the_low_rank_part():
+    """A and V with a scale below half the subnormal spacing of bfloat16 (ŝ = 0, the exact
+    scale not) and one-coordinate u, v in d = 12: the rounding counts run over the support,
+    and every form's float run stays within the bound (the scale's part enters as its
+    rounding, |s|·|x|)."""
+    d = 12
+    tiny = FORMATS["bfloat16"].tiny
+    A = LowRank(tiny / 3, ((_e(d, 0), _e(d, 1)),))
+    V = LowRank(-tiny / 5, ((_e(d, 2, 3), _e(d, 0, Q(5, 4))),))
+    model = Model(d, "hardmax", (Block(_identity(d), SA(Q(0), A, V)),))
+    rng = random.Random(5)
+    tokens = tuple(tuple(Q(rng.randint(-40, 40), 8) for _ in range(d)) for _ in range(3))
+    tokens = tuple((Q(4 * k + 1),) + t[1:] for k, t in enumerate(tokens))  # distinct keys
+    bound, _ = assert_within(model, [tokens], "bfloat16", runs=1)
+    assert bound is not None
+
+
+# ---------------------------------------------------------------- pinned tight cases
+
+def test_a_copy_through_a_rounded_v_is_bounded_by_the_rounding_alone_and_attains_it():
+    """Hardmax copy (ρ = 0) through V = (259/256)·I in bfloat16 (V̂ = 65/64): V̂ x̂_a is exact by
+    the lemma, the bound is |V̂ − V|·|x_a| = 2 (12.4 without the lemma), and every form of the
+    float run misses by exactly 2 (found by the random search below, seed 10950)."""
+    model = Model(1, "hardmax", (Block(_identity(1), SA(Q(0), LowRank(Q(1)), LowRank(Q(259, 256)))),))
+    inputs = [((Q(512),), (Q(3),))]
+    bound, seen = assert_within(model, inputs, "bfloat16", runs=2)
+    assert seen == 2 and bound - seen < Q(1, 2 ** 40)
+
+
+def test_a_pre_activation_with_a_rounded_input_is_exact_and_its_bound_attained():
+    """bfloat16, relu(x_1 + x_2) written to coordinate 1 (η = 0). Inputs (3/2, 129/2): every
+    number exact, the claim 0 and every run exact. Inputs (40 + 1/3, 3/4): x̂_1 = 40.25 errs by
+    1/12, its grain comes from the lower bound 40.25 (binade [32, 64): 2^-2), the sum 41 is
+    exact by the lemma (41.1 ≤ 2^(8-2)), and the bound, the input's error alone, is what every
+    run misses by. Without the lemma the bound would add γ_2·41."""
+    block = Block(FF(Q(0), ((Q(1), Q(1)),), (Q(0),), ((Q(1),), (Q(0),))), SA(Q(1), ZERO, ZERO))
+    model = Model(2, "hardmax", (block,))
+    bound, seen = assert_within(model, [((Q(3, 2), Q(129, 2)),)], "bfloat16")
+    assert bound == 0 and seen == 0
+    bound, seen = assert_within(model, [((Q(121, 3), Q(3, 4)),)], "bfloat16", runs=4)
+    assert seen == Q(1, 12) and bound - seen < Q(1, 2 ** 40)
+
+
+# ---------------------------------------------------------------- random small models
+
+def _num(rng: random.Random, p: int) -> fmpq:
+    """Small integers and dyadics (the exact paths), values near 2^p (the lemma's edge), a few
+    non-dyadic and tiny or large ones (inputs that round)."""
+    r, edge = rng.random(), 2 ** p
+    if r < 0.2:
+        return Q(0)
+    if r < 0.45:
+        return Q(rng.choice((1, -1)) * rng.randint(1, 4))
+    if r < 0.6:
+        return Q(rng.choice((1, -1)) * rng.randint(1, 7), 2 ** rng.randint(1, 4))
+    if r < 0.75:
+        return Q(rng.choice((1, -1)) * rng.randint(edge // 4, edge + 4), 2 ** rng.randint(p - 2, p + 2))
+    if r < 0.85:
+        return Q(rng.choice((1, -1)) * (edge + rng.randint(-3, 3)), 2 ** rng.randint(0, p + 2))
+    if r < 0.9:
+        return Q(rng.randint(-5, 5), rng.choice((3, 5, 7)))
+    return Q(rng.choice((1, -1)) * rng.randint(1, 3), 2 ** rng.randint(0, 3)) * Q(2) ** rng.choice((-20, -16, 4, 8))
+
+
+def random_model(rng: random.Random, fmt: str, attention: str = "hardmax"):
+    p = FORMATS[fmt].precision
+
+    def vec(n: int, sparse: float) -> tuple:
+        return tuple(Q(0) if rng.random() < sparse else _num(rng, p) for _ in range(n))
+
+    def low_rank(at_least: int) -> LowRank:
+        scale = rng.choice((Q(0), Q(0), Q(1), Q(-1), Q(1, 2), _num(rng, p)))
+        return LowRank(scale, tuple((vec(d, 0.4), vec(d, 0.4)) for _ in range(rng.randint(at_least, 2))))
+
+    d, blocks = rng.randint(2, 4), []
+    for _ in range(rng.randint(1, 3)):
+        width = rng.randint(1, 4)
+        ff = FF(rng.choice((Q(1), Q(1), Q(0), _num(rng, p))), tuple(vec(d, 0.4) for _ in range(width)),
+                vec(width, 0.3), tuple(vec(width, 0.5) for _ in range(d)))
+        rho = rng.choice((Q(0), Q(0), Q(0), Q(1), _num(rng, p)))
+        blocks.append(Block(ff, SA(rho, low_rank(1), low_rank(0))))
+    model = Model(d, attention, tuple(blocks), Q(1, rng.choice((1, 2, 4))) if attention == "softmax" else None)
+    inputs = [tuple(vec(d, 0.2) for _ in range(rng.randint(1, 4))) for _ in range(rng.randint(1, 2))]
+    return model, inputs
+
+
+def _random_case(fmt: str, seed: int, attention: str, runs: int):
+    model, inputs = random_model(random.Random(seed), fmt, attention)
+    try:
+        analyse(model, inputs, fmt)
+    except ArithmeticError:  # the exact replay's own limits (a softmax enclosure), not the analysis's
+        return
+    assert_within(model, inputs, fmt, runs=runs, seed=seed)
+
+
+@settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.sampled_from(ALL), st.integers(0, 2 ** 32))
+def test_random_small_models_stay_within_the_bound(fmt, seed):
+    """A few random hardmax models of small integers and dyadics (FF exact paths, copies
+    through V with ρ = 0, values at the 2^p edge, inputs that round), every form and order of
+    the float run within the proven bound. The slow test below runs many more."""
+    _random_case(fmt, seed, "hardmax", runs=1)
+
+
+@pytest.mark.slow
+@settings(max_examples=1000, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.sampled_from(ALL), st.integers(0, 2 ** 32))
+def test_many_random_small_models_stay_within_the_bound(fmt, seed):
+    """The search that pinned the cases above: 1000 random hardmax models in the four formats
+    (the red team ran 18 000 without a hole; worst observed/bound on cases where the lemma
+    lowered the bound: 1.0, attained)."""
+    _random_case(fmt, seed, "hardmax", runs=2)
+
+
+@pytest.mark.slow
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.sampled_from(("bfloat16", "binary16", "binary32")), st.integers(0, 2 ** 32))
+def test_random_small_softmax_models_stay_within_the_bound(fmt, seed):
+    """The FF exact path over softmax's enclosures (grains from the enclosure's coordinate
+    range and the error): the emulated run's distance from each final enclosure stays within
+    the bound."""
+    _random_case(fmt, seed, "softmax", runs=1)
+
+
+@pytest.mark.parametrize("score_form", SCORE_FORMS)
+@pytest.mark.parametrize("v_form", V_FORMS)
+def test_the_emulator_covers_each_form(score_form, v_form):
+    """floatforms: each score and V form of a small hardmax layer in binary64 equals the exact
+    run where every number is a small integer (the forms differ only in rounding)."""
+    A = LowRank(Q(1), (((Q(1), Q(0), Q(2)), (Q(0), Q(1), Q(1))),))
+    V = LowRank(Q(2), (((Q(0), Q(1), Q(0)), (Q(1), Q(0), Q(-1))),))
+    model = Model(3, "hardmax", (Block(_identity(3), SA(Q(1), A, V)),))
+    inputs = [((Q(1), Q(2), Q(3)), (Q(-1), Q(0), Q(2)), (Q(4), Q(1), Q(0)))]
+    _, exact = analyse(model, inputs, "binary64")
+    for mode in MODES:
+        got = forward(model, inputs, Run("binary64", mode, 0, score_form, v_form))
+        assert [[list(t) for t in s] for s in exact] == got
