@@ -30,11 +30,13 @@ class Construction:
     theorem: str
 
 
-def construct(dataset: Dataset, attention: str = "hardmax", width: int = 4, progress=None) -> Construction:
+def construct(dataset: Dataset, attention: str = "hardmax", width: int = 4, progress=None,
+              share: int = 0) -> Construction:
     """Build a transformer that maps each input set of ``dataset`` exactly onto
     its output set. ``width`` bounds the FF width: ⌊width/4⌋ leader hats or
     snaps per layer (bump hats one per layer). ``progress(done, total, label)``
-    hears which phase is being built."""
+    hears which phase is being built. ``share``: softmax's τ* keeps its noise
+    within 2^-share of the radius left around the codes (temperature.tau_star_claim)."""
     if width < UNITS:
         raise InputError(f"width={width} is too small; a leader hat or a snap needs {UNITS} units")
     per_layer = width // UNITS
@@ -48,7 +50,7 @@ def construct(dataset: Dataset, attention: str = "hardmax", width: int = 4, prog
     tau_star = None
     if attention == "softmax":
         step("tau*")
-        tau_star = tau_star_claim(dataset, lead)
+        tau_star = tau_star_claim(dataset, lead, share)
     coll = collapse(dataset, lead, tau_star)
     step("interpolation")
     interp = snap_phase(dataset, coll, lead.leaders, per_layer)

@@ -4,12 +4,13 @@ is written, and written so that no half-written bundle is ever left."""
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import signal
 import tempfile
 import threading
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from flint import fmpq
@@ -28,6 +29,12 @@ class Bundle:
     files: dict[str, bytes]  # file name -> exact bytes
     report: Report
     floats: tuple[tuple[str, fmpq | None, str | None], ...] = ()  # per format: its bound, or why there is none
+    share: int = 0  # softmax: τ*'s noise held to 2^-share of its radius (build: LOWER)
+    notes: tuple[str, ...] = ()  # what construct says besides the claims (a lowered τ*)
+
+
+LOWER = (1, 2, 4)  # softmax: the shares of τ*'s noise radius tried, 2^-share, where a float claim needs room
+_BLOCK = re.compile(r"block (\d+) (?:FF|SA)")
 
 
 def build(dataset: str | Path | Document, attention: str = "hardmax", width: int = 4, progress=None,
@@ -36,17 +43,71 @@ def build(dataset: str | Path | Document, attention: str = "hardmax", width: int
     a document already read (stdin, the notebook API); ``progress(done,
     total, label)`` hears the phase (building, certifying, verifying) and
     the count of its work: phases built, steps, blocks replayed. ``replay``
-    is verify's (tfcert/shards.py: the verification on shards)."""
-    from tfcert.progress import Replay
+    is verify's (tfcert/shards.py: the verification on shards).
 
+    Softmax: where a float format's analysis stops at or after the collapse
+    (τ*'s noise fills the snaps' plateaus, leaving no room for the float
+    run's error), the model is built again with τ* lowered (the noise held
+    to 1/2, 1/4, 1/16 of its radius: LOWER) and the first that proves more
+    formats — binary32 first, then binary16, bfloat16 — is kept, with a note."""
     dataset_doc = dataset if isinstance(dataset, Document) else load_document(dataset)
     data = read_dataset(dataset_doc)
+    bundle = _certified(dataset_doc, data, attention, width, progress, replay, 0)
+    if attention != "softmax":
+        return bundle
+    first = bundle
+    collapse = next(p for p in bundle.construction.phases if p.name == "collapse")
+    if next(c for c in collapse.claims if c["kind"] == "tau_star")["step"] is None:
+        return bundle  # no token has noise: τ* = 1 whatever the radius
+    for share in LOWER:
+        if not any(bound is None and (block := _stopped(why)) is not None and block >= collapse.span[0]
+                   for _, bound, why in bundle.floats):
+            break
+        told = progress and (lambda done, total, label, share=share: progress(
+            done, total, f"tau* noise within 1/{2 ** share} of its radius: {label}"))
+        lowered = _certified(dataset_doc, data, attention, width, told, replay, share)
+        if _proven(lowered) > _proven(bundle):
+            bundle = lowered
+    if bundle is first:
+        return bundle
+    tau, was = bundle.construction.model.temperature, first.construction.model.temperature
+    note = (f"tau* lowered from {_approx(was)} to {_approx(tau)}, its noise kept within 1/{2 ** bundle.share} of "
+            f"the radius, so that float runs in {', '.join(_gained(first, bundle))} are certified")
+    return replace(bundle, notes=bundle.notes + (note,))
+
+
+def _stopped(why: str | None) -> int | None:
+    """The block at which a float analysis stopped, from its message (None: not at a block)."""
+    found = _BLOCK.match(why or "")
+    return None if found is None else int(found[1])
+
+
+def _proven(bundle: Bundle) -> tuple[bool, ...]:
+    """Which formats a bundle's float claims cover, binary32 first, then the narrower ones."""
+    bounds = {name: bound for name, bound, _ in bundle.floats}
+    return tuple(bounds[name] is not None for name in ("binary32", "binary16", "bfloat16", "binary64"))
+
+
+def _gained(old: Bundle, new: Bundle) -> list[str]:
+    was = {name for name, bound, _ in old.floats if bound is not None}
+    return [name for name, bound, _ in new.floats if bound is not None and name not in was]
+
+
+def _approx(x: fmpq) -> str:
+    return f"{float(x):.4g}"
+
+
+def _certified(dataset_doc: Document, data: Dataset, attention: str, width: int, progress, replay,
+               share: int) -> Bundle:
+    """build's one construction (softmax's τ* noise held to 2^-share of its radius), certified
+    and verified, with its float claims."""
+    from tfcert.progress import Replay
 
     def stage(done: int, label: str):
         if progress:
             progress(done, 3, f"certifying: {label}")
 
-    construction = construct(data, attention, width, progress)
+    construction = construct(data, attention, width, progress, share)
     stage(0, "the model file")
     model = model_bytes(construction.model)
     stage(1, "float analyses")
@@ -73,7 +134,8 @@ def build(dataset: str | Path | Document, attention: str = "hardmax", width: int
         raise AssertionError(f"the construction's own certificate does not verify: {failed.where}: "
                              f"{failed.kind}: {failed.failures[0]}")
     files = {"dataset.json": dataset_doc.raw, "model.json": model, "certificate.json": dumps(value)}
-    return Bundle(data, construction, files, report, tuple((a.fmt.name, a.bound, a.failure) for a in analyses))
+    return Bundle(data, construction, files, report, tuple((a.fmt.name, a.bound, a.failure) for a in analyses),
+                  share=share)
 
 
 def _float_results(context: Context, analyses: list) -> tuple[Result, ...]:

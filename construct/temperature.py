@@ -89,10 +89,14 @@ def closed_form(tokens: list[tuple[fmpq, fmpq]], radius: fmpq) -> fmpq | None:
     return tau
 
 
-def tau_star_claim(dataset: Dataset, lead: Phase) -> tuple[fmpq, dict]:
+def tau_star_claim(dataset: Dataset, lead: Phase, share: int = 0) -> tuple[fmpq, dict]:
     """τ* and the certificate's tau_star claim for the collapse, the SA of
-    the leader phase's last block, on the leaders' tokens."""
-    block, radius = lead.span[1] - 1, noise_radius(lead.leaders, dataset.d, top_target(dataset))
+    the leader phase's last block, on the leaders' tokens. The noise may use
+    the radius left around the codes divided by 2^share: a lower τ*, whose
+    exact noise leaves the rest of the snaps' plateaus to a float run's error
+    (bundle.build asks for it where binary32 is not proven otherwise)."""
+    block = lead.span[1] - 1
+    radius = noise_radius(lead.leaders, dataset.d, top_target(dataset)) / 2 ** share
     noises = collapse_noise(lead.blocks[-1].sa, lead.tokens)
     if not any(n.terms for row in noises for n in row):
         tau, step = ONE, None  # no token has noise: every temperature works

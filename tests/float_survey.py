@@ -1,13 +1,13 @@
 """The float survey of docs/float.md: which formats get a claim, and how large, on datasets of
 every shape the assumptions allow, in both attentions.
 
-Run: ``python tests/float_survey.py [--count K] [--out FILE] [--resume]``. Datasets are drawn
-from a seeded generator (the same K datasets every run): integer, decimal and mixed-scale
-coordinates; equal sequence means; shared tokens; subsets; collinear and cocircular tokens;
-1–60 sequences, d = 2 … 64, at most 1000 tokens. Each (dataset, attention) is one JSON line
-in FILE (default docs/results/float-survey.jsonl), written as it goes; ``--resume`` keeps the
-lines there and runs the rest. The summary (per format: claims proven, worst bound relative
-to 1 + max|y|) is printed at the end, and by ``--summary`` alone.
+Run: ``python tests/float_survey.py [--count K] [--out FILE] [--resume]``; ``--dataset SEED``
+prints one seed's dataset. Datasets are drawn from a seeded generator (the same K datasets every
+run): integer, decimal and mixed-scale coordinates; equal sequence means; shared tokens;
+subsets; collinear and cocircular tokens; 1–60 sequences, d = 2 … 64, at most 1000 tokens. Each
+(dataset, attention) is one JSON line in FILE (default docs/results/float-survey.jsonl), written
+as it goes; ``--resume`` keeps the lines there and runs the rest. The summary (per format:
+claims proven, worst bound relative to 1 + max|y|) is printed at the end, and by ``--summary`` alone.
 
 ``--examples``: the bundles of certificates/ against real float runs
 (docs/results/float-examples.txt); ``--tables``: the measurement tables of tests/data/tables/,
@@ -108,6 +108,8 @@ def measure(seed: int, attention: str) -> dict:
     claims = {c["format"]: Fraction(c["bound"]) for c in cert["phases"][-1]["claims"] if c["kind"] == "float"}
     row = {**row, "seconds": round(time.process_time() - start, 2),
            "relative": {f: float(b / (1 + top)) for f, b in sorted(claims.items())}}
+    if bundle.share:  # softmax's τ* lowered for a float claim (bundle.build)
+        row["share"] = bundle.share
     wanted = [f for f in ("binary32", "binary16") if (f == "binary32" or tokens <= 50)
               and not row["relative"].get(f, 1.0) <= LIMITS[f]]
     if wanted:  # where no claim within the limit is proven: does a real run miss it?
@@ -316,9 +318,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--attention", choices=["hardmax", "softmax"], action="append",
                    help="only this attention (repeatable; default both)")
     p.add_argument("--summary", action="store_true", help="only summarise FILE")
+    p.add_argument("--dataset", type=int, metavar="SEED", help="only print the seed's dataset (tfcert.dataset/1)")
     p.add_argument("--examples", action="store_true", help="only the bundles of certificates/ against real runs")
     p.add_argument("--tables", action="store_true", help="only the measurement tables of tests/data/tables/")
     args = p.parse_args(argv)
+    if args.dataset is not None:
+        print(json.dumps(dataset(args.dataset)[1]))
+        return 0
     if args.examples or args.tables:
         print(examples() if args.examples else tables())
         return 0

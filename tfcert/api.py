@@ -197,6 +197,7 @@ class Bundle:
     files: dict[str, bytes]
     report: Report
     construction: object = field(default=None, repr=False)  # None when read from a folder
+    notes: tuple[str, ...] = ()  # what construct said besides the claims (a lowered tau*)
 
     @property
     def certificate(self) -> dict:
@@ -243,7 +244,7 @@ def construct(dataset, attention: str = "hardmax", width: int = 4) -> Bundle:
         raise InputError(f"attention: expected 'hardmax' or 'softmax', got {attention!r}")
     with Bar("construct") as bar:
         built = build(dataset_document(dataset), attention, width, bar)
-    return Bundle(built.files, Report(built.report), built.construction)
+    return Bundle(built.files, Report(built.report), built.construction, built.notes)
 
 
 @_limit_hints

@@ -93,13 +93,15 @@ def cmd_construct(args) -> int:
         _print_json({"output": str(args.output), "size": size, "seconds": round(seconds, 3),
                      "phases": [{"name": p.name, "blocks": list(p.span), "claims": len(p.claims)}
                                 for p in bundle.construction.phases],
-                     "claims": len(bundle.report.results)})
+                     "claims": len(bundle.report.results), "notes": list(bundle.notes)})
     else:
         print(phase_table(bundle.construction))
         print(size_line(size))
         for name, bound, why in bundle.floats:  # which float runs are certified, and why not the others
             print(f"float {name}: " + (f"every output within {approx(bound, digits=3)} of the exact one"
                                        if bound is not None else f"no claim: {why}"))
+        for note in bundle.notes:
+            print(f"note: {note}")
         print(f"{len(bundle.report.results)} claims verified; wrote {args.output}/"
               f"{{dataset,model,certificate}}.json in {seconds:.2f}s")
     return 0
