@@ -302,9 +302,12 @@ def tent_hat(g: Vec, source: Vec, gap: fmpq, delta: Vec, moves: tuple[tuple[int,
     """A three-unit hat on the coordinate axis ``g`` peaked at ``source``'s value there, for a
     value that every float run computes exactly (separation's ``exact``): the peak unit's
     pre-activation is then exactly 0 and only the first unit is on, so the move is one product
-    and no plateau has to absorb an error — and ε, the largest power of two ≤ gap/2, gives
-    slopes δ/ε eight times gentler than a flat hat's (ε ≤ gap/16) on the tokens it drops."""
-    return Hat(g, dot(g, source), power_below(gap / 2), delta, moves, to, above=above)
+    and no plateau has to absorb an error — and ε, the largest power of two ≤ gap, gives
+    slopes δ/ε sixteen times gentler than a flat hat's (ε ≤ gap/16) on the tokens it drops. A
+    neighbour at distance gap = ε lies on the foot, where every unit is exactly 0 (its value is
+    exact too), and the breakpoints p ± ε have no more bits than the values (ε = gap/2 would
+    add one: a bias binary16 cannot hold)."""
+    return Hat(g, dot(g, source), power_below(gap), delta, moves, to, above=above)
 
 
 def power_below(x: fmpq) -> fmpq:

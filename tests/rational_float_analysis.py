@@ -371,6 +371,8 @@ class Analysis:
             err = row.absdot("exact", e) + rounding
             least = lo - err
             g = max(g if g is not None else -(10 ** 9), grain(max(least, ZERO), fmt))
+            if err == 0 and lo == hi != 0:  # ẑ_k = z_k: a multiple of its own lowest bit
+                g = max(g, valuation(lo))
             if hi + err <= 0:
                 status.append("off")
                 smag.append(ZERO)

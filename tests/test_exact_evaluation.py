@@ -22,7 +22,9 @@ from hypothesis import strategies as st
 from tfcert.cli.main import main
 from tfcert.construct.bundle import build
 from tfcert.verify.evaluate import Replay
+from tfcert.verify.float_analysis import Analysis
 from tfcert.verify.floats import FORMATS, exact_limit, exact_sum, grain, round_nearest, valuation
+from tfcert.verify.formats import FF, SA, Block, LowRank, Model
 
 NARROW = ("binary16", "bfloat16", "binary32")
 
@@ -126,3 +128,24 @@ def test_the_one_sequence_bundle_claims_zero_in_every_format():
     cert = json.loads((REPO / "certificates" / "one-sequence-d8" / "certificate.json").read_text())
     claims = {c["format"]: c["bound"] for c in cert["phases"][-1]["claims"] if c["kind"] == "float"}
     assert claims == {"binary64": "0", "binary32": "0", "binary16": "0", "bfloat16": "0"}
+
+
+def test_a_unit_known_exactly_has_the_grain_of_its_own_value():
+    """One unit at 64·t − 889/512 on t = 921/32768: the pre-activation, 1/16, is computed exactly
+    (Sterbenz) from exact operands, so the float value is 1/16 itself — a multiple of 2^-4, not
+    only of the operands' 2^-9 — and W = 87/4 times it is 87/64, seven bits: the FF output is
+    exact in binary16 and the bound 0, which every emulated order meets. From the operands'
+    grain alone the product would need twelve bits and the bound would not be 0."""
+    Q, zero = fmpq, LowRank(fmpq(0))
+    ff = FF(Q(1), ((Q(64), Q(0)),), (Q(-889, 512),), ((Q(0),), (Q(87, 4),)))
+    model = Model(2, "hardmax", (Block(ff, SA(Q(1), zero, zero)),))
+    inputs = [((Q(921, 32768), Q(0)),)]
+    replay = Replay(model, inputs)
+    analysis = Analysis(model, inputs, FORMATS["binary16"])
+    for step in replay.steps():
+        analysis.step(step)
+    analysis.finish()
+    assert replay.sequences() == (((Q(921, 32768), Q(87, 64)),),)
+    assert analysis.failure is None and analysis.bound == 0
+    for order in ORDERS:
+        assert deviation(model, inputs, replay.sequences(), "binary16", order, 3) == 0

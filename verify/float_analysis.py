@@ -571,6 +571,8 @@ class Analysis:
             err = add(row.absdot("exact", e), rounding)
             least = sub_down(fdown(lo), err)  # σ̂_k = relu(ẑ_k) is 0 or ẑ_k ≥ least
             g = max(g if g is not None else -inf, grain(rational(max(least, 0.0)), self.fmt))
+            if not err and lo == hi != 0:  # ẑ_k = z_k: a multiple of its own lowest bit
+                g = max(g, valuation(lo))
             if add(fup(hi), err) <= 0:
                 status.append("off")
                 smag.append(0.0)
