@@ -94,7 +94,7 @@ def tau_star_claim(dataset: Dataset, lead: Phase, share: int = 0) -> tuple[fmpq,
     the leader phase's last block, on the leaders' tokens. The noise may use
     the radius left around the codes divided by 2^share: a lower τ*, whose
     exact noise leaves the rest of the snaps' plateaus to a float run's error
-    (bundle.build asks for it where binary32 is not proven otherwise)."""
+    (bundle.build asks for it where a float analysis stops at or after the collapse)."""
     block = lead.span[1] - 1
     radius = noise_radius(lead.leaders, dataset.d, top_target(dataset)) / 2 ** share
     noises = collapse_noise(lead.blocks[-1].sa, lead.tokens)
