@@ -2,12 +2,14 @@
 every shape the assumptions allow, in both attentions.
 
 Run: ``python tests/float_survey.py [--count K] [--out FILE] [--resume]``; ``--dataset SEED``
-prints one seed's dataset. Datasets are drawn from a seeded generator (the same K datasets every
-run): integer, decimal and mixed-scale coordinates; equal sequence means; shared tokens;
-subsets; collinear and cocircular tokens; 1–60 sequences, d = 2 … 64, at most 1000 tokens. Each
-(dataset, attention) is one JSON line in FILE (default docs/results/float-survey.jsonl), written
-as it goes; ``--resume`` keeps the lines there and runs the rest. The summary (per format:
-claims proven, worst bound relative to 1 + max|y|) is printed at the end, and by ``--summary`` alone.
+prints one seed's dataset, ``--data-limits`` what the data alone rules out in the narrow formats
+(docs/results/float-data-limits.txt). Datasets are drawn from a seeded generator (the same K
+datasets every run): integer, decimal and mixed-scale coordinates; equal sequence means; shared
+tokens; subsets; collinear and cocircular tokens; 1–60 sequences, d = 2 … 64, at most 1000
+tokens. Each (dataset, attention) is one JSON line in FILE (default
+docs/results/float-survey.jsonl), written as it goes; ``--resume`` keeps the lines there and runs
+the rest. The summary (per format: claims proven, worst bound relative to 1 + max|y|) is printed
+at the end, and by ``--summary`` alone.
 
 ``--examples``: the bundles of certificates/ against real float runs
 (docs/results/float-examples.txt); ``--tables``: the measurement tables of tests/data/tables/,
@@ -159,6 +161,44 @@ def summary(rows: list[dict]) -> str:
                 lines.append(f"  no {fmt} claim within {LIMITS[fmt]:g}" + (" (≤ 50 tokens)" if fmt == "binary16" else "")
                              + f" on {len(runs)}: numpy's {fmt} runs miss it on {miss}, land within it on "
                              f"{len(runs) - miss}")
+    return "\n".join(lines)
+
+
+def data_limits(count: int, most: int = 50) -> str:
+    """What the data alone rules out in each narrow format, on the survey's datasets of at most
+    ``most`` tokens: an input beyond the format's range; two tokens of one sequence equal once
+    rounded (fewer distinct inputs than outputs); two sequences whose rounded input sets coincide
+    with different output sets. A format without one of these leaves the refusal to the model."""
+    from flint import fmpq
+
+    from tfcert.verify.floats import FORMATS, round_nearest
+
+    lines = [f"what the data rules out, on the survey's datasets of at most {most} tokens (of {count})"]
+    for name in ("binary32", "binary16", "bfloat16"):
+        found: dict[str, list[int]] = {"an input beyond the range": [], "fewer distinct rounded inputs than outputs": [],
+                                       "equal rounded input sets, different outputs": []}
+        small = 0
+        for seed in range(count):
+            doc = dataset(seed)[1]
+            if sum(len(p["input"]) for p in doc["pairs"]) > most:
+                continue
+            small += 1
+            try:
+                rounded = [frozenset(tuple(round_nearest(fmpq(Fraction(v).numerator, Fraction(v).denominator),
+                                                         FORMATS[name]) for v in x) for x in p["input"])
+                           for p in doc["pairs"]]
+            except OverflowError:
+                found["an input beyond the range"].append(seed)
+                continue
+            outputs = [frozenset(tuple(y) for y in p["output"]) for p in doc["pairs"]]
+            if any(len(x) < len(y) for x, y in zip(rounded, outputs)):
+                found["fewer distinct rounded inputs than outputs"].append(seed)
+            seen: dict = {}
+            if any(seen.setdefault(x, y) != y for x, y in zip(rounded, outputs)):
+                found["equal rounded input sets, different outputs"].append(seed)
+        lines.append(f"{name} ({small} datasets):")
+        lines += [f"  {what}: {len(seeds)}" + (f" (seeds {', '.join(map(str, seeds))})" if seeds else "")
+                  for what, seeds in found.items()]
     return "\n".join(lines)
 
 
@@ -319,11 +359,16 @@ def main(argv: list[str] | None = None) -> int:
                    help="only this attention (repeatable; default both)")
     p.add_argument("--summary", action="store_true", help="only summarise FILE")
     p.add_argument("--dataset", type=int, metavar="SEED", help="only print the seed's dataset (tfcert.dataset/1)")
+    p.add_argument("--data-limits", action="store_true",
+                   help="only what the data rules out in each narrow format (datasets of at most 50 tokens)")
     p.add_argument("--examples", action="store_true", help="only the bundles of certificates/ against real runs")
     p.add_argument("--tables", action="store_true", help="only the measurement tables of tests/data/tables/")
     args = p.parse_args(argv)
     if args.dataset is not None:
         print(json.dumps(dataset(args.dataset)[1]))
+        return 0
+    if args.data_limits:
+        print(data_limits(args.count))
         return 0
     if args.examples or args.tables:
         print(examples() if args.examples else tables())

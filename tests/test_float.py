@@ -300,3 +300,15 @@ def test_a_one_token_softmax_mean_stays_within_its_bound_whatever_exp_returns(na
     runs += [r(r(e * xh) * r(1 / e)) for e in weights] + [r(r(e * r(1 / e)) * xh) for e in weights]  # reciprocals
     assert all(abs(m - x) <= em and abs(m) <= mm for m in runs)
     assert max(abs(m - x) for m in runs) > fmpq(3, 5) * em
+
+
+@pytest.mark.slow  # about 10 s: the 200 datasets drawn again
+def test_the_survey_files_are_what_their_commands_print():
+    """docs/results/float-survey.txt is the summary of the committed float-survey.jsonl, and
+    float-data-limits.txt what --data-limits prints: docs/float.md cites both."""
+    import float_survey
+
+    results = Path(__file__).resolve().parent.parent / "docs" / "results"
+    rows = [json.loads(line) for line in (results / "float-survey.jsonl").read_text().splitlines()]
+    assert (results / "float-survey.txt").read_text() == float_survey.summary(rows) + "\n"
+    assert (results / "float-data-limits.txt").read_text() == float_survey.data_limits(200) + "\n"
