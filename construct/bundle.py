@@ -17,6 +17,7 @@ from flint import fmpq
 
 from tfcert.construct.build import Construction, certificate, construct, float_analyses, float_bounds, model_bytes
 from tfcert.errors import InputError
+from tfcert.report import approx
 from tfcert.verify.check import Report, Result, check_certificate
 from tfcert.verify.claims import Context
 from tfcert.verify.claims import float as float_claim
@@ -71,8 +72,9 @@ def build(dataset: str | Path | Document, attention: str = "hardmax", width: int
     if bundle is first:
         return bundle
     tau, was = bundle.construction.model.temperature, first.construction.model.temperature
-    note = (f"tau* lowered from {_approx(was)} to {_approx(tau)}, its noise kept within 1/{2 ** bundle.share} of "
-            f"the radius, so that float runs in {', '.join(_gained(first, bundle))} are certified")
+    note = (f"tau* lowered from {approx(was, digits=4)} to {approx(tau, digits=4)}, its noise kept within "
+            f"1/{2 ** bundle.share} of the radius, so that float runs in {', '.join(_gained(first, bundle))} "
+            f"are certified")
     return replace(bundle, notes=bundle.notes + (note,))
 
 
@@ -91,10 +93,6 @@ def _proven(bundle: Bundle) -> tuple[bool, ...]:
 def _gained(old: Bundle, new: Bundle) -> list[str]:
     was = {name for name, bound, _ in old.floats if bound is not None}
     return [name for name, bound, _ in new.floats if bound is not None and name not in was]
-
-
-def _approx(x: fmpq) -> str:
-    return f"{float(x):.4g}"
 
 
 def _certified(dataset_doc: Document, data: Dataset, attention: str, width: int, progress, replay,

@@ -221,6 +221,7 @@ def _candidates(tokens: list[Vec], d: int) -> tuple[list[Vec], list[fmpq]]:
 
 
 SEARCHED = 256  # small-integer candidates fitted to the data
+INDEXED = 2 ** 10  # the most tokens a narrow format can index on one exact t (binary16: 11 bits)
 
 
 def _searched(tokens: list[Vec], d: int) -> list[Vec]:
@@ -229,7 +230,7 @@ def _searched(tokens: list[Vec], d: int) -> list[Vec]:
     random coordinates (k = 2 … 6), so that every projection stays within ±2^9 and, with few
     significant bits in the tokens, a binary16 run computes t exactly (_exactness) — where
     integral()'s fixed entries either collide on many small-integer tokens or exceed that range."""
-    if len(tokens) > 2 ** 10 or d < 2 or _grain(tokens) is None:
+    if len(tokens) > INDEXED or d < 2 or _grain(tokens) is None:
         return []
     top = max((abs(v) for x in tokens for v in x), default=ONE) or ONE
     rng = np.random.default_rng(2468)
@@ -341,7 +342,7 @@ def _ranking(seqs, means: list[Vec], leaders: list[int], plan: list[Vec], candid
     of magnitude, so that the order does not hang on float64 noise, ties
     going to the earlier candidate, then the earlier λ."""
     tokens = [x for s in seqs for x in s]
-    grain = _grain(tokens) if len(tokens) <= 2 ** 10 else None  # beyond, no narrow format indexes them all
+    grain = _grain(tokens) if len(tokens) <= INDEXED else None
     try:
         X = np.array([[float(v) for v in x] for s in seqs for x in s], dtype=np.float64).reshape(-1, d)
         M = np.array([[float(v) for v in mu] for mu in means], dtype=np.float64).reshape(-1, d)
