@@ -8,8 +8,10 @@ datasets every run): integer, decimal and mixed-scale coordinates; equal sequenc
 tokens; subsets; collinear and cocircular tokens; 1–60 sequences, d = 2 … 64, at most 1000
 tokens. Each (dataset, attention) is one JSON line in FILE (default
 docs/results/float-survey.jsonl), written as it goes; ``--resume`` keeps the lines there and runs
-the rest. The summary (per format: claims proven, worst bound relative to 1 + max|y|) is printed
-at the end, and by ``--summary`` alone.
+the rest. Each line also holds numpy's float32 runs (and float16 runs, for at most 50 tokens),
+their worst deviation relative to 1 + max|y|. The summary (per format: claims proven, worst bound
+relative to 1 + max|y|; where no claim is within the limit, whether the runs miss it; where one is,
+how close the runs come to the bound) is printed at the end, and by ``--summary`` alone.
 
 ``--examples``: the bundles of certificates/ against real float runs
 (docs/results/float-examples.txt); ``--tables``: the measurement tables of tests/data/tables/,
@@ -112,10 +114,9 @@ def measure(seed: int, attention: str) -> dict:
            "relative": {f: float(b / (1 + top)) for f, b in sorted(claims.items())}}
     if bundle.share:  # softmax's τ* lowered for a float claim (bundle.build)
         row["share"] = bundle.share
-    wanted = [f for f in ("binary32", "binary16") if (f == "binary32" or tokens <= 50)
-              and not row["relative"].get(f, 1.0) <= LIMITS[f]]
-    if wanted:  # where no claim within the limit is proven: does a real run miss it?
-        row["runs"] = _numpy_runs(bundle, wanted, 1 + top)
+    # Beside every bound, what real runs show: where no claim within the limit is proven, do they
+    # miss it; where one is, how close the bound comes to them (issue 21's tightness)
+    row["runs"] = _numpy_runs(bundle, ["binary32", *(["binary16"] if tokens <= 50 else [])], 1 + top)
     return row
 
 
@@ -155,13 +156,34 @@ def summary(rows: list[dict]) -> str:
             got = sum("binary32" in r.get("relative", {}) for r in sized)
             lines.append(f"  {lo}–{hi} tokens: binary32 claim on {got} of {len(sized)}")
         for fmt in ("binary32", "binary16"):
-            runs = [r["runs"][fmt] for r in mine if fmt in r.get("runs", {})]
+            runs = [r["runs"][fmt] for r in mine if fmt in r.get("runs", {})
+                    and not r["relative"].get(fmt, 1.0) <= LIMITS[fmt]]
             if runs:
                 miss = sum(v == "overflow" or v == float("inf") or v > LIMITS[fmt] for v in runs)
                 lines.append(f"  no {fmt} claim within {LIMITS[fmt]:g}" + (" (≤ 50 tokens)" if fmt == "binary16" else "")
                              + f" on {len(runs)}: numpy's {fmt} runs miss it on {miss}, land within it on "
                              f"{len(runs) - miss}")
+        lines += _tightness(mine)
     return "\n".join(lines)
+
+
+def _tightness(rows: list[dict]) -> list[str]:
+    """How close each proven bound comes to numpy's runs (the worst of its own order and reversed),
+    per format: the lowest and the median ratio run / bound over the bounds above 0, and whether
+    every run under a bound of 0 is exact."""
+    lines = []
+    for fmt in ("binary32", "binary16"):
+        seen = [(r["runs"][fmt], r["relative"][fmt], r["seed"]) for r in rows
+                if fmt in r.get("relative", {}) and isinstance(r.get("runs", {}).get(fmt), float)]
+        ratios = sorted((run / bound, seed) for run, bound, seed in seen if bound > 0)
+        exact = [run for run, bound, _ in seen if bound == 0]
+        if ratios:
+            low = sum(q < 0.01 for q, _ in ratios)
+            lines.append(f"  {fmt} runs / bound on the {len(ratios)} claims above 0: lowest {ratios[0][0]:.2g} "
+                         f"(seed {ratios[0][1]}), median {ratios[len(ratios) // 2][0]:.2g}, below 0.01 on {low}")
+        if exact:
+            lines.append(f"  {fmt} claims of 0: {len(exact)}, runs exact on {sum(v == 0 for v in exact)}")
+    return lines
 
 
 def data_limits(count: int, most: int = 50) -> str:
