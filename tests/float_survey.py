@@ -123,20 +123,27 @@ def measure(seed: int, attention: str) -> dict:
 def _numpy_runs(bundle, formats: list[str], scale: Fraction) -> dict:
     """numpy's float runs (its own order and reversed), their worst deviation relative to 1 + max|y|
     ("overflow": a parameter beyond the format's range)."""
-    from tfcert.bench.floatrun import deviation
     from tfcert.verify.formats import parse_document, read_model
 
     model = read_model(parse_document("model.json", bundle.files["model.json"]))
     inputs = [p.input for p in bundle.dataset.pairs]
     final, out = _final(model, inputs), {}
     for fmt in formats:
-        try:
-            with np.errstate(all="ignore"):
-                worst = max(deviation(model, inputs, final, fmt, order) for order in ("numpy", "reverse"))
-            out[fmt] = float(worst) / float(scale)
-        except OverflowError:
-            out[fmt] = "overflow"
+        seen = _numpy_seen(model, inputs, final, fmt)
+        out[fmt] = "overflow" if "overflow" in seen else float(max(seen)) / float(scale)
     return out
+
+
+def _numpy_seen(model, inputs, final, fmt: str) -> list:
+    """The deviation of numpy's runs in ``fmt`` (its own order, then every dot product accumulated
+    in reverse) from the exact final tokens ("overflow": a parameter beyond the format's range)."""
+    from tfcert.bench.floatrun import deviation
+
+    try:
+        with np.errstate(all="ignore"):
+            return [deviation(model, inputs, final, fmt, order) for order in ("numpy", "reverse")]
+    except OverflowError:
+        return ["overflow", "overflow"]
 
 
 def summary(rows: list[dict]) -> str:
@@ -198,15 +205,12 @@ def data_limits(count: int, most: int = 50) -> str:
     from tfcert.verify.floats import FORMATS, round_nearest
 
     lines = [f"what the data rules out, on the survey's datasets of at most {most} tokens (of {count})"]
+    small = [(seed, doc) for seed, doc in ((seed, dataset(seed)[1]) for seed in range(count))
+             if sum(len(p["input"]) for p in doc["pairs"]) <= most]
     for name in ("binary32", "binary16", "bfloat16"):
         found: dict[str, list[int]] = {"an input beyond the range": [], "fewer distinct rounded inputs than outputs": [],
                                        "equal rounded input sets, different outputs": []}
-        small = 0
-        for seed in range(count):
-            doc = dataset(seed)[1]
-            if sum(len(p["input"]) for p in doc["pairs"]) > most:
-                continue
-            small += 1
+        for seed, doc in small:
             try:
                 rounded = [frozenset(tuple(round_nearest(fmpq(Fraction(v).numerator, Fraction(v).denominator),
                                                          FORMATS[name]) for v in x) for x in p["input"])
@@ -220,7 +224,7 @@ def data_limits(count: int, most: int = 50) -> str:
             seen: dict = {}
             if any(seen.setdefault(x, y) != y for x, y in zip(rounded, outputs)):
                 found["equal rounded input sets, different outputs"].append(seed)
-        lines.append(f"{name} ({small} datasets):")
+        lines.append(f"{name} ({len(small)} datasets):")
         lines += [f"  {what}: {len(seeds)}" + (f" (seeds {', '.join(map(str, seeds))})" if seeds else "")
                   for what, seeds in found.items()]
     return "\n".join(lines)
@@ -249,14 +253,9 @@ def _runs(model, inputs, final, fmt: str) -> list:
     import importlib.util
 
     import tfcert.export as tx
-    from tfcert.bench.floatrun import DTYPES as NUMPY, deviation
+    from tfcert.bench.floatrun import DTYPES as NUMPY
 
-    try:
-        with np.errstate(all="ignore"):
-            seen = [deviation(model, inputs, final, fmt, order) if fmt in NUMPY else None
-                    for order in ("numpy", "reverse")]
-    except OverflowError:
-        seen = ["overflow", "overflow"]
+    seen = _numpy_seen(model, inputs, final, fmt) if fmt in NUMPY else [None, None]
     ran = None
     if importlib.util.find_spec("torch") is not None:
         try:
