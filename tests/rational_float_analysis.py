@@ -25,6 +25,7 @@ from dataclasses import dataclass
 
 from flint import arb, ctx, fmpq
 
+from tfcert.verify import determined
 from tfcert.verify.enclose import PREC, bounds, coordinate_range, is_point, projection_range
 from tfcert.verify.layers import Scores
 from tfcert.verify.shortcuts import Ranked
@@ -169,11 +170,14 @@ class Analysis:
         self.uncertain: str | None = None  # the first ReLU the float run may switch: where bounds start to grow
         self._blocks: dict[tuple[int, str], object] = {}
         self._rounding: dict[tuple, Rounded] = {}  # by key(values)
-        try:
+        self._rows: dict[tuple, tuple] = {}  # determined.product's dense rows
+        try:  # val: per token its values where known (verify/determined.py)
+            self.val = [tuple(round_nearest(v, fmt) for v in x) if is_point(x) else None for x in flat]
             self.err = [self._input_error(x) for x in flat]
+            self.val = [v if any(e) else None for v, e in zip(self.val, self.err)]
         except OverflowError as exc:
             self.failure = f"the input does not fit {fmt.name}: {exc}"
-            self.err, flat = [], []
+            self.err, self.val, flat = [], [], []
         self._refresh(flat)
 
     # ---- helpers
@@ -185,6 +189,24 @@ class Analysis:
 
     def _input_error(self, x: Vec) -> tuple:
         return tuple(abs(round_nearest(v, self.fmt) - v) for v in x)
+
+    def _values(self, g: int, x, e):
+        """Token g's known values (determined.py; None: none): ``val[g]``, or where that
+        is not kept, x_j for each coordinate whose error bound is 0 (x̂_j = x_j)."""
+        if self.val[g] is not None or not is_point(x):
+            return self.val[g]
+        return tuple(v if not ej else None for v, ej in zip(x, e)) if not all(e) else None
+
+    def _settle(self, values, x, bound) -> tuple:
+        """(errors, values) of a token with float values ``values`` (None, or None
+        where not known), exact value x and error bounds ``bound``: a known
+        value's error is |x̂ − x| itself. Values are kept only where some
+        coordinate is known and not exact."""
+        if not values:  # None, False: not known
+            return bound, None
+        err = tuple(e if not e or v is None else up(abs(v - xi)) for v, xi, e in zip(values, x, bound))
+        kept = any(e and v is not None for v, e in zip(values, err))
+        return (err if err != bound else bound), (values if kept else None)
 
     def _mag(self, x, e) -> list:
         """Per coordinate: a bound on |x̂| (and on |x| over the enclosure)."""
@@ -277,11 +299,15 @@ class Analysis:
         todo = self._ff_reach(step, before, U, b, W, eta)
         done: dict[tuple, tuple] = {}  # equal tokens with equal errors (a cluster at a snap): one bound
         for g in todo:
-            same = (key(before[g]), key(self.err[g])) if is_point(before[g]) else None
+            known = self.val[g] and tuple(None if v is None else (v.p, v.q) for v in self.val[g])
+            same = (key(before[g]), key(self.err[g]), known) if is_point(before[g]) else None
             if same not in done:
-                done[same] = self._ff_token(before[g], self.err[g], self.mag[g], eta, U, b, W, writers,
-                                            lambda: f"{where}: token {self._ref(g)}")
-            self.err[g] = done[same] if same is not None else done.pop(None)
+                done[same] = self._ff_token(before[g], self.err[g], self.mag[g], self.val[g], eta, U, b, W,
+                                            writers, lambda: f"{where}: token {self._ref(g)}")
+            bound, off = done[same] if same is not None else done.pop(None)
+            v = self._values(g, before[g], self.err[g]) if any(bound) else None
+            v = v and is_point(after[g]) and determined.ff(v, after[g], bound, eta, U, b, W, writers, off, self.fmt)
+            self.err[g], self.val[g] = self._settle(v, after[g], bound)
         if len(todo) == len(before):
             self._refresh(after)
         else:
@@ -337,23 +363,25 @@ class Analysis:
             a_lo, a_hi, y = -a_hi, -a_lo, -y
         return a_lo >= y / 2 and a_hi <= 2 * y and a_lo >= self.fmt.normal
 
-    def _grain(self, x, e, j: int) -> int | None:
+    def _grain(self, x, e, j: int, values=None) -> int | None:
         """An exponent v with x̂_j a multiple of 2^v (verify/float_analysis.py)."""
         if not e[j] and is_point(x):
             return valuation(x[j])
+        if values is not None and values[j] is not None:
+            return valuation(values[j])
         lo, hi = (x[j], x[j]) if is_point(x) else coordinate_range(x, j)
         least = (min(abs(lo), abs(hi)) if lo * hi > 0 else ZERO) - e[j]
         return grain(max(least, ZERO), self.fmt)
 
     def _exact(self, terms) -> int | None:
-        return exact_sum(((exp, mag) for exp, mag in terms if mag), self.fmt)
+        return exact_sum((t for t in terms if t[1]), self.fmt)
 
-    def _ff_token(self, x, e, mag, eta, U, b, W, writers, where) -> tuple:
+    def _ff_token(self, x, e, mag, values, eta, U, b, W, writers, where) -> tuple:
         """``mag``: the token's magnitude bound; ``writers[i]``: the units with a
         nonzero weight on output coordinate i (exact or rounded); ``where()``
         names the token for a message."""
         fmt, d = self.fmt, self.d
-        gx = [self._grain(x, e, j) for j in range(d)]
+        gx = [self._grain(x, e, j, values) for j in range(d)]
         status, dz, rho, smag, gs = [], [], [], [], []
         for k, row in enumerate(U):
             lo, hi = (row.dot(x),) * 2 if is_point(x) else projection_range(x, row.exact, None)
@@ -396,7 +424,9 @@ class Analysis:
                 continue
             total = abs(eta.delta[0]) * mag[i]
             terms = abs(eta.hat[0]) * mag[i]
-            grid = [(_times(eta.grains[0], gx[i]), terms)]
+            lo, hi = (x[i], x[i]) if is_point(x) else coordinate_range(x, i)  # x̂_i's sign, then each term's
+            sign = (1 if lo - e[i] >= 0 else -1 if hi + e[i] <= 0 else 0) * ((eta.hat[0] > 0) - (eta.hat[0] < 0))
+            grid = [(_times(eta.grains[0], gx[i]), terms, sign)]
             count = int(eta.hat[0] != 0)
             on = []
             for k in live:
@@ -409,7 +439,7 @@ class Analysis:
                     total += abs(w) * dz[k]
                 total += wd * smag[k]
                 terms += abs(wh) * smag[k]
-                grid.append((_times(W[i].grains[k], gs[k]), abs(wh) * smag[k]))
+                grid.append((_times(W[i].grains[k], gs[k]), abs(wh) * smag[k], (wh > 0) - (wh < 0)))
                 count += wh != 0
             self._check_range(terms, f"coordinate {i + 1} of the FF output")
             for j in erred:  # |M|·e, M's row i = η e_i + Σ_on W_ik U_k, over the j with e_j ≠ 0
@@ -418,7 +448,7 @@ class Analysis:
             if self._exact(grid) is None:
                 total += fmt.gamma(max(count, 1)) * terms + count * fmt.tiny
             out[i] = up(total)
-        return tuple(out)
+        return tuple(out), tuple(v == "off" for v in status)
 
     # ---- attention
 
@@ -439,13 +469,15 @@ class Analysis:
         plain = rho.exact[0] == rho.hat[0] and rho.hat[0] in (0, 1)  # ρ̂ x̂_c is x̂_c or 0, exactly
         copied = [plain and V.zero_row(c) for c in range(self.d)]  # and V's row c is 0: x̂_c + 0 or 0 + 0
         forget = rho.exact[0] == 0 and rho.hat[0] == 0  # the output is V m_i alone
-        new = []
+        new, values = [], []
         for j, seq in enumerate(step.before):
             o = self.offsets[j]
             errs = self.err[o:o + len(seq)]
             mags = self.mag[o:o + len(seq)]
+            known = None  # per token, the known values of its attention mean (hardmax): ``mean(i)``
             if A.literal_zero:
                 means = [self._uniform(seq, mags, errs, softmax)] * len(seq)
+                known = "tied" if not softmax else None
             elif softmax:
                 sa = self.model.blocks[step.block].sa
                 means = self._softmax(seq, mags, errs, A, sa, j)
@@ -453,16 +485,32 @@ class Analysis:
                 raise Failed(f"{'A' if step.uniform else 'V'} is the zero matrix but not stored as 0: "
                              f"its float products need not be exact zeros")
             else:
-                means = self._hardmax(step.attention[j], seq, mags, errs, A, self.model.blocks[step.block].sa, j)
-            per_mean, outs = {}, {}  # by the mean's identity (a hardmax mean is its argmax's)
+                means = self._hardmax(step.attention[j], seq, mags, errs, self.val[o:o + len(seq)], A,
+                                      self.model.blocks[step.block].sa, j)
+                known = [att.argmax[0] for att in step.attention[j]]  # unique: _hardmax proved it
+            per_mean, outs, tied = {}, {}, []  # by the mean's identity (a hardmax mean is its argmax's)
+
+            def mean(i: int):
+                """The known values of token i's mean: its argmax token's, or the tie average (once)."""
+                if known != "tied":
+                    return known and self._values(o + known[i], seq[known[i]], errs[known[i]])
+                if not tied:  # a literal-zero A: every token of the sequence tied
+                    tied.append(determined.mean([self._values(o + l, x, e) for l, (x, e) in
+                                                 enumerate(zip(seq, errs))], self.fmt))
+                return tied[0]
             for i, e in enumerate(errs):
                 which = (id(means[i][0]), id(means[i][1]))
                 if which not in per_mean:
                     per_mean[which] = self._sa_out(means[i], rho, V, copied)
                 if (slot := which if forget else i) not in outs:  # with ρ = 0 the bound is the mean's alone
                     outs[slot] = per_mean[which](mags[i], e)
-                new.append(outs[slot])
-        self.err = new
+                x, v = after[o + i], None
+                if any(outs[slot]) and is_point(x) and (v := self._values(o + i, seq[i], e)):
+                    v = determined.attention(v, mean(i), rho, V, copied, x, outs[slot], self.fmt, self._rows)
+                bound, v = self._settle(v, x, outs[slot])
+                new.append(bound)
+                values.append(v)
+        self.err, self.val = new, values
         self._refresh(after)
 
     def _check_matrix(self, m: Matrix, name: str) -> None:
@@ -545,7 +593,7 @@ class Analysis:
             return up(dot(dq, near) + dot(ax, both) + rho(l) + rho_a)
         return error
 
-    def _hardmax(self, attention, seq, mags, errs, A: Matrix, sa: SA, j: int) -> list:
+    def _hardmax(self, attention, seq, mags, errs, vals, A: Matrix, sa: SA, j: int) -> list:
         M, E = self._seq_max(mags), self._seq_max(errs)
         score_error = self._score_error(A, M, E)
         cache, out = {}, []
@@ -560,7 +608,7 @@ class Analysis:
                     if l != a and not s[a] - v > 2 * delta and not s[a] - v > centred(l):
                         raise Failed(f"token [{j}, {i}]: argmax gap {approx(s[a] - v)} to token {l} ≤ its score "
                                      f"difference's error {approx(centred(l))}")
-            out.append((errs[a], mags[a], [self._grain(seq[a], errs[a], c) for c in range(self.d)]))  # copied exactly
+            out.append((errs[a], mags[a], [self._grain(seq[a], errs[a], c, vals[a]) for c in range(self.d)]))
         return out
 
     def _softmax(self, seq, mags, errs, A: Matrix, sa: SA, j: int) -> list:

@@ -153,7 +153,8 @@ if __name__ == "__main__":  # python tests/test_float_fast.py: the ratios docs/r
         inputs = [p.input for p in read_dataset(load_document(folder / "dataset.json")).pairs]
         for fmt in sorted(FORMATS):
             (bound, _), (ref_bound, _) = bounds(model, inputs, fmt)
-            ratio = "no bound" if bound is None else f"fast/exact - 1 = {float((bound - ref_bound) / ref_bound):.1e}"
+            ratio = ("no bound" if bound is None else "both 0" if bound == ref_bound == 0
+                     else f"fast/exact - 1 = {float((bound - ref_bound) / ref_bound):.1e}")
             print(f"{name:20s} {fmt:9s} {ratio}")
 
 

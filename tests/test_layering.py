@@ -139,8 +139,10 @@ PARTS = {
     # enough bits rounds nothing, in FF layers and in the copy of a hardmax argmax; rounding
     # counts over the coordinates a low-rank A or V involves, not all d; V's dense entries once
     # per matrix; equal tokens with one error widened once per layer; a pre-activation computed
-    # exactly with error bound 0 takes its own last bit as its grain)
-    "float analysis": (("floats.py", "float_analysis.py"), 753),
+    # exactly with error bound 0 takes its own last bit as its grain; a token's values where
+    # every run the float model allows computes them alike, its error then |x̂ − x| itself;
+    # the lemma with each term's sign in an FF output, so that a hat's cancelling units fit)
+    "float analysis": (("floats.py", "float_analysis.py", "determined.py"), 873),
 }
 
 

@@ -16,7 +16,10 @@ untouched: all units off and η = 1 give x̂ back exactly. Hardmax attention
 must keep its argmax: a unique argmax with gap > 2 × the score error bound,
 or an exact tie of literal zeros (A = 0).
 Overflow is proven absent: every magnitude bound stays below the largest
-finite number.
+finite number. A sum the exact evaluation lemma covers (floats.exact_limit;
+in an FF output with each term's sign) rounds nothing; where every run the
+float model allows computes a token's coordinate alike (determined.py), the
+token carries that value, and its error is |x̂ − x| itself.
 
 The arithmetic of the bounds. What the model computes — tokens, projections,
 scores, parameters and their roundings — is exact (rationals from the
@@ -54,6 +57,7 @@ from sys import float_info
 
 from flint import arb, ctx, fmpq
 
+from tfcert.verify import determined
 from tfcert.verify.enclose import PREC, bounds, coordinate_range, is_point, projection_range
 from tfcert.verify.floats import Format, exact_limit, grain, round_nearest, valuation
 from tfcert.verify.formats import SA, LowRank, Model
@@ -264,6 +268,15 @@ def matrix(m: LowRank, fmt: Format) -> Matrix:
     return Matrix(Rounded((m.scale,), fmt), tuple((Rounded(u, fmt), Rounded(v, fmt)) for u, v in m.terms))
 
 
+def _sign_of(q: fmpq) -> int:
+    return (q > 0) - (q < 0)
+
+
+def _known(values) -> tuple | None:
+    """A dict key for known values (None: not known)."""
+    return values and tuple(None if v is None else (v.p, v.q) for v in values)
+
+
 def approx(q: fmpq | float) -> str:
     """A number for a message: 3 significant digits, or its power of two
     when a float cannot hold it."""
@@ -305,11 +318,14 @@ class Analysis:
         self._seen: dict[str, tuple] = {"ff": (None, None), "sa": (None, None)}  # by layer: checked (rounded, X)
         self._rounding: dict[tuple, Rounded] = {}  # by key(values)
         self._dense: dict[int, tuple] = {}  # by id(V): V and its dense entries (_entries)
-        try:
-            self.err = [self._input_error(x) for x in flat]
+        self._rows: dict[tuple, tuple] = {}  # by (id(V), c): V and its dense row c in floats (determined.output)
+        try:  # val: per token its known values (determined.py) where they are not all exact
+            self.val = [tuple(round_nearest(v, fmt) for v in x) if is_point(x) else None for x in flat]
+            self.err = [self._input_error(x, v) for x, v in zip(flat, self.val)]
+            self.val = [v if any(e) else None for v, e in zip(self.val, self.err)]
         except OverflowError as exc:
             self.failure = f"the input does not fit {fmt.name}: {exc}"
-            self.err, flat = [], []
+            self.err, self.val, flat = [], [], []
         self._refresh(flat)
 
     # ---- helpers
@@ -319,8 +335,28 @@ class Analysis:
         j = bisect_right(self.offsets, g) - 1
         return [j, g - self.offsets[j]]
 
-    def _input_error(self, x: Vec) -> tuple:
-        return tuple(fup(abs(round_nearest(v, self.fmt) - v)) for v in x)
+    def _input_error(self, x: Vec, values) -> tuple:
+        if values is None:
+            return tuple(fup(abs(round_nearest(v, self.fmt) - v)) for v in x)
+        return tuple(fup(abs(h - v)) for h, v in zip(values, x))
+
+    def _values(self, g: int, x, e):
+        """Token g's known values (determined.py; None: none): ``val[g]``, or where that
+        is not kept, x_j for each coordinate whose error bound is 0 (x̂_j = x_j)."""
+        if self.val[g] is not None or not is_point(x):
+            return self.val[g]
+        return tuple(v if not ej else None for v, ej in zip(x, e)) if not all(e) else None
+
+    def _settle(self, values, x, bound) -> tuple:
+        """(errors, values) of a token with float values ``values`` (None, or None
+        where not known), exact value x and error bounds ``bound``: a known
+        value's error is |x̂ − x| itself. Values are kept only where some
+        coordinate is known and not exact."""
+        if not values:  # None, False: not known
+            return bound, None
+        err = tuple(e if not e or v is None else fup(abs(v - xi)) for v, xi, e in zip(values, x, bound))
+        kept = any(e and v is not None for v, e in zip(values, err))
+        return (err if err != bound else bound), (values if kept else None)
 
     def _mag(self, x, e) -> list:
         """Per coordinate: a bound on |x̂| (and on |x| over the enclosure)."""
@@ -433,11 +469,14 @@ class Analysis:
         todo = self._ff_reach(before, U, b, W, eta)
         done: dict[tuple, tuple] = {}  # equal tokens with equal errors (a cluster at a snap): one bound
         for g in todo:
-            same = (key(before[g]), self.err[g]) if is_point(before[g]) else None
+            same = (key(before[g]), self.err[g], _known(self.val[g])) if is_point(before[g]) else None
             if same not in done:
-                done[same] = self._ff_token(before[g], self.err[g], self.mag[g], eta, U, b, W, writers,
-                                            lambda: f"{where}: token {self._ref(g)}")
-            self.err[g] = done[same] if same is not None else done.pop(None)
+                done[same] = self._ff_token(before[g], self.err[g], self.mag[g], self.val[g], eta, U, b, W,
+                                            writers, lambda: f"{where}: token {self._ref(g)}")
+            bound, off = done[same] if same is not None else done.pop(None)
+            v = self._values(g, before[g], self.err[g]) if any(bound) else None
+            v = v and is_point(after[g]) and determined.ff(v, after[g], bound, eta, U, b, W, writers, off, self.fmt)
+            self.err[g], self.val[g] = self._settle(v, after[g], bound)
             if self._give_up is not None and max(self.err[g], default=0.0) > self._give_up:
                 raise Failed(self._gave_up())  # at once: a low precision may make every token uncertain
         if len(todo) == len(before):
@@ -519,25 +558,36 @@ class Analysis:
             a_lo, a_hi, y = -a_hi, -a_lo, -y
         return a_lo >= y / 2 and a_hi <= 2 * y and a_lo >= normal
 
-    def _grain(self, x, e, j: int) -> int | None:
+    def _grain(self, x, e, j: int, values=None) -> int | None:
         """An exponent v with x̂_j a multiple of 2^v (None: x̂_j = 0 exactly) — x_j's own where
-        its error bound is 0 (x̂_j = x_j), else from a lower bound on |x̂_j|."""
+        its error bound is 0 (x̂_j = x_j), x̂_j's where it is known, else from a lower bound on |x̂_j|."""
         if not e[j] and is_point(x):
             return valuation(x[j])
+        if values is not None and values[j] is not None:
+            return valuation(values[j])
         lo, hi = (x[j], x[j]) if is_point(x) else coordinate_range(x, j)
         least = sub_down(fdown(min(abs(lo), abs(hi)) if lo * hi > 0 else fmpq(0)), e[j])
         return grain(rational(max(least, 0.0)), self.fmt)
 
     def _exact(self, terms) -> int | None:
-        """floats.exact_sum on terms (exponent, magnitude bound as a binary64 upper bound)."""
-        terms = [(exp, mag) for exp, mag in terms if exp is not None and mag]
+        """floats.exact_sum on terms (exponent, magnitude bound as a binary64 upper bound[, sign])."""
+        terms = [t for t in terms if t[0] is not None and t[1]]
         if not terms:
             return self.fmt.emax
         exp = min(t[0] for t in terms)
-        return exp if add(*(t[1] for t in terms)) <= _limit(self.fmt, exp) else None
+        pos = add(*(t[1] for t in terms if len(t) < 3 or t[2] >= 0))
+        neg = add(*(t[1] for t in terms if len(t) < 3 or t[2] <= 0))
+        return exp if max(pos, neg) <= _limit(self.fmt, exp) else None
 
-    def _ff_token(self, x, e, mag, eta, U, b, W, writers, where) -> tuple:
-        """``mag``: the token's magnitude bound; ``writers[i]``: the units with a
+    def _sign(self, x, e, j: int) -> int:
+        """1 where x̂_j ≥ 0 in every run (its exact range less its error bound), −1 where ≤ 0, else 0."""
+        lo, hi = (x[j], x[j]) if is_point(x) else coordinate_range(x, j)
+        return 1 if fdown(lo) >= e[j] else -1 if fup(hi) <= -e[j] else 0
+
+    def _ff_token(self, x, e, mag, values, eta, U, b, W, writers, where) -> tuple:
+        """(bounds, off): the output's error bounds, and per unit whether it is
+        proven off. ``mag``: the token's magnitude bound, ``values`` its known
+        values (None: none); ``writers[i]``: the units with a
         nonzero weight on output coordinate i (exact or rounded); ``where()``
         names the token for a message. A sum the exact evaluation lemma covers
         (floats.exact_limit: every term on one grid, few enough bits) has no
@@ -547,7 +597,7 @@ class Analysis:
 
         def gx(j: int) -> int | None:  # coordinate j's grain, found where a sum needs it
             if j not in known:
-                known[j] = self._grain(x, e, j)
+                known[j] = self._grain(x, e, j, values)
             return known[j]
         status, dz, rho, smag, gs = [], [], [], [], []
         for k, row in enumerate(U):
@@ -596,7 +646,9 @@ class Analysis:
                 continue
             total = [mul(eta.abs("delta", 0), mag[i])]
             terms = [mul(eta.abs("hat", 0), mag[i])]
-            grid = [(_times(eta.grains[0], gx(i)) if eta.hat[0] else None, terms[0])]
+            # each term's sign: η̂ x̂_i's from x̂_i's; Ŵ_ik σ̂_k's is Ŵ_ik's, a relu being ≥ 0
+            grid = [(_times(eta.grains[0], gx(i)) if eta.hat[0] else None, terms[0],
+                     _sign_of(eta.hat[0]) * self._sign(x, e, i))]
             count = int(eta.hat[0] != 0)
             on = []
             for k in live:
@@ -608,7 +660,7 @@ class Analysis:
                     total.append(mul(W[i].abs("exact", k), dz[k]))
                 total.append(mul(W[i].abs("delta", k), smag[k]))
                 terms.append(mul(W[i].abs("hat", k), smag[k]))
-                grid.append((_times(W[i].grains[k], gs[k]), terms[-1]))
+                grid.append((_times(W[i].grains[k], gs[k]), terms[-1], _sign_of(W[i].hat[k])))
                 count += W[i].hat[k] != 0
             terms = add(*terms)
             self._check_range(terms, f"coordinate {i + 1} of the FF output")
@@ -618,7 +670,7 @@ class Analysis:
             if self._exact(grid) is None:  # else the sum is computed exactly: no rounding of its own
                 total += (mul(c.gamma(max(count, 1)), terms), mul(count, c.tiny))
             out[i] = add(*total)
-        return tuple(out)
+        return tuple(out), tuple(v == "off" for v in status)
 
     # ---- attention
 
@@ -641,29 +693,46 @@ class Analysis:
         plain = rho.exact[0] == rho.hat[0] and rho.hat[0] in (0, 1)  # ρ̂ x̂_c is x̂_c or 0, exactly
         copied = [plain and V.zero_row(c) for c in range(self.d)]  # and V's row c is 0: x̂_c + 0 or 0 + 0
         forget = rho.exact[0] == 0 and rho.hat[0] == 0  # the output is V m_i alone
-        new, sa = [], self.model.blocks[step.block].sa
+        new, values, sa = [], [], self.model.blocks[step.block].sa
         for j, seq in enumerate(step.before):
             o = self.offsets[j]
             errs = self.err[o:o + len(seq)]
             mags = self.mag[o:o + len(seq)]
+            known = None  # per token, the known values of its attention mean (hardmax): ``mean(i)``
             if A.literal_zero:
                 means = [self._uniform(seq, mags, errs, softmax)] * len(seq)
+                known = "tied" if not softmax else None
             elif softmax:
                 means = self._softmax(seq, mags, errs, A, sa, j)
             elif step.attention is None:  # the replay took A (or V, with ρ = 1) as the zero matrix it is
                 raise Failed(f"{'A' if step.uniform else 'V'} is the zero matrix but not stored as 0: "
                              f"its float products need not be exact zeros")
             else:
-                means = self._hardmax(step.attention[j], seq, mags, errs, A, sa, j)
-            per_mean, outs = {}, {}  # by the mean's identity (a hardmax mean is its argmax's)
+                means = self._hardmax(step.attention[j], seq, mags, errs, self.val[o:o + len(seq)], A, sa, j)
+                known = [att.argmax[0] for att in step.attention[j]]  # unique: _hardmax proved it
+            per_mean, outs, tied = {}, {}, []  # by the mean's identity (a hardmax mean is its argmax's)
+
+            def mean(i: int):
+                """The known values of token i's mean: its argmax token's, or the tie average (once)."""
+                if known != "tied":
+                    return known and self._values(o + known[i], seq[known[i]], errs[known[i]])
+                if not tied:  # a literal-zero A: every token of the sequence tied
+                    tied.append(determined.mean([self._values(o + l, x, e) for l, (x, e) in
+                                                 enumerate(zip(seq, errs))], self.fmt))
+                return tied[0]
             for i, e in enumerate(errs):
                 which = (id(means[i][0]), id(means[i][1]))
                 if which not in per_mean:
                     per_mean[which] = self._sa_out(means[i], rho, V, copied)
                 if (slot := which if forget else i) not in outs:  # with ρ = 0 the bound is the mean's alone
                     outs[slot] = per_mean[which](mags[i], e)
-                new.append(outs[slot])
-        self.err = new
+                x, v = after[o + i], None
+                if any(outs[slot]) and is_point(x) and (v := self._values(o + i, seq[i], e)):
+                    v = determined.attention(v, mean(i), rho, V, copied, x, outs[slot], self.fmt, self._rows)
+                bound, v = self._settle(v, x, outs[slot])
+                new.append(bound)
+                values.append(v)
+        self.err, self.val = new, values
         self._refresh(after)
 
     def _check_matrix(self, m: Matrix, name: str) -> None:
@@ -760,7 +829,7 @@ class Analysis:
             return add(dot(dq, near), dot(ax, both), self._score_error(A, m, zero)(mi, zero, xi), rho_a)
         return error
 
-    def _hardmax(self, attention, seq, mags, errs, A: Matrix, sa: SA, j: int) -> list:
+    def _hardmax(self, attention, seq, mags, errs, vals, A: Matrix, sa: SA, j: int) -> list:
         M, E = self._seq_max(mags), self._seq_max(errs)
         score_error = self._score_error(A, M, E)
         table, out, grains = None, [], {}
@@ -780,7 +849,7 @@ class Analysis:
                             raise Failed(f"token [{j}, {i}]: argmax gap {approx(s[a] - v)} to token {l} ≤ its "
                                          f"score difference's error {approx(bound)}")
             if a not in grains:
-                grains[a] = [self._grain(seq[a], errs[a], c) for c in range(self.d)]
+                grains[a] = [self._grain(seq[a], errs[a], c, vals[a]) for c in range(self.d)]
             out.append((errs[a], mags[a], grains[a]))  # one argmax: copied exactly
         return out
 

@@ -142,35 +142,40 @@ def grain(lower: fmpq, fmt: Format) -> int:
 
 
 def exact_limit(exp: int, fmt: Format) -> fmpq | None:
-    """The exact evaluation lemma's bound on the sum of the terms' magnitudes
-    for terms that are multiples of 2^exp (None when 2^exp is finer than the
-    subnormal spacing: no bound then).
+    """The exact evaluation lemma's bound on the terms' magnitudes for terms
+    that are multiples of 2^exp (None when 2^exp is finer than the subnormal
+    spacing: no bound then).
 
     Lemma. Let each term be a number of the format or the product of two, every
-    term a multiple of 2^E, 2^E at least the subnormal spacing, and the sum of
-    the terms' magnitudes S at most min(2^(p+E), the largest number). Then every
-    product, partial sum and fused a·b + c of these terms is a multiple of 2^E of
-    magnitude at most S: an integer m times 2^E with |m| ≤ 2^p, so a number of
-    the format (m of at most p bits at an exponent no finer than the subnormal
-    spacing, or m = ±2^p, a power of two not above the largest number). Rounding
-    returns a representable result unchanged (Higham, §2.2), so a float run
-    computes the sum exactly, in any order, with or without fused multiply-add."""
+    term a multiple of 2^E, 2^E at least the subnormal spacing, and let the
+    magnitudes of the terms that may be positive sum to at most S, and those of
+    the terms that may be negative too, S ≤ min(2^(p+E), the largest number).
+    Then every product, partial sum and fused a·b + c of these terms is the sum
+    of some of them: a multiple of 2^E in [−S, S], an integer m times 2^E with
+    |m| ≤ 2^p, so a number of the format (m of at most p bits at an exponent no
+    finer than the subnormal spacing, or m = ±2^p, a power of two not above the
+    largest number). Rounding returns a representable result unchanged (Higham,
+    §2.2), so a float run computes the sum exactly, in any order, with or
+    without fused multiply-add. (A term of unknown sign counts on both sides:
+    with no signs known this asks the sum of all magnitudes to be at most S.)"""
     if fmpq(2) ** exp < fmt.tiny:
         return None
     return min(fmt.largest, fmpq(2) ** (fmt.precision + exp))
 
 
 def exact_sum(terms, fmt: Format) -> int | None:
-    """The lemma (exact_limit) on ``terms``, pairs (exponent, magnitude bound) —
-    exponent None for a term that is exactly 0: the exponent of the sum's grid
-    when a float run computes the sum exactly, else None (an all-zero sum:
-    the format's largest exponent)."""
-    exps, total = [], fmpq(0)
-    for exp, mag in terms:
+    """The lemma (exact_limit) on ``terms``, tuples (exponent, magnitude bound)
+    or (exponent, magnitude bound, sign) — exponent None for a term that is
+    exactly 0, sign 1 (the term is ≥ 0 in every run), −1 (≤ 0) or 0 (either):
+    the exponent of the sum's grid when a float run computes the sum exactly,
+    else None (an all-zero sum: the format's largest exponent)."""
+    exps, pos, neg = [], fmpq(0), fmpq(0)
+    for exp, mag, *sign in terms:
         if exp is not None:
             exps.append(exp)
-            total += mag
+            pos += mag if not sign or sign[0] >= 0 else 0
+            neg += mag if not sign or sign[0] <= 0 else 0
     if not exps:
         return fmt.emax
     limit = exact_limit(min(exps), fmt)
-    return min(exps) if limit is not None and total <= limit else None
+    return min(exps) if limit is not None and max(pos, neg) <= limit else None

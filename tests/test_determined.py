@@ -1,0 +1,160 @@
+"""Known values (verify/determined.py) and the exact evaluation lemma with
+signs (verify/floats.py): a value the float analysis takes as known, and a
+sum it takes as exact, must be what every evaluation docs/float.md allows
+gives — every binary tree of the sum, each product rounded or fused into the
+addition that takes it — and a token whose values are known carries |x̂ − x|
+as its error."""
+from __future__ import annotations
+
+import json
+import tempfile
+from fractions import Fraction as F
+from pathlib import Path
+
+import floatforms
+import pytest
+from conftest import write_json
+from flint import fmpq
+from float_survey import dataset
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from test_float_attack import P, block, make
+
+from tfcert.audit.audit import audit
+from tfcert.construct.bundle import build
+from tfcert.verify import determined
+from tfcert.verify.evaluate import Replay
+from tfcert.verify.floats import FORMATS, exact_sum, round_nearest, valuation
+
+
+def evaluations(items, fmt) -> set:
+    """Every value a float run may give the sum of ``items`` — ("p", a, b) a product, ("v", x)
+    a number — over every pairing order, each product rounded or fused (a·b + c rounded once)."""
+    r = lambda q: round_nearest(q, fmt)  # noqa: E731
+    value = lambda t: r(t[1] * t[2]) if t[0] == "p" else t[1]  # noqa: E731
+    if len(items) == 1:
+        return {value(items[0])}
+    out = set()
+    for i in range(len(items)):
+        for j in range(i + 1, len(items)):
+            a, b = items[i], items[j]
+            rest = [t for k, t in enumerate(items) if k not in (i, j)]
+            new = {r(value(a) + value(b))}
+            new |= {r(x[1] * x[2] + value(y)) for x, y in ((a, b), (b, a)) if x[0] == "p"}
+            for v in new:
+                out |= evaluations(rest + [("v", v)], fmt)
+    return out
+
+
+def number(fmt):
+    """Numbers of the format of a few bits at scattered exponents (zeros included), so that
+    products and sums round often."""
+    return st.builds(lambda m, e: round_nearest(fmpq(m) * fmpq(2) ** e, fmt),
+                     st.integers(-(2 ** 13), 2 ** 13), st.integers(-30, -8))  # products and sums stay finite
+
+
+@st.composite
+def sums(draw):
+    name = draw(st.sampled_from(["binary16", "bfloat16", "binary32"]))
+    fmt = FORMATS[name]
+    terms = draw(st.lists(st.tuples(number(fmt), number(fmt)), min_size=1, max_size=4))
+    return fmt, terms
+
+
+@settings(max_examples=300, deadline=None)
+@given(sums())
+def test_a_known_sum_is_what_every_evaluation_gives(case):
+    fmt, terms = case
+    got = determined.total(terms, fmt)
+    runs = evaluations([("p", a, b) for a, b in terms], fmt)
+    if got is not None:
+        assert runs == {got}
+    if sum(1 for a, b in terms if a and b) <= 2:  # two terms: known exactly when the evaluations agree
+        assert got == (next(iter(runs)) if len(runs) == 1 else None)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.sampled_from(["binary16", "bfloat16", "binary32"]).flatmap(
+    lambda name: st.tuples(st.just(FORMATS[name]), st.lists(number(FORMATS[name]), min_size=1, max_size=4))))
+def test_a_known_tie_average_is_what_every_evaluation_gives(case):
+    """Hardmax over tied tokens (one coordinate each): Σ fl(1/n)·x̂_l or (Σ x̂_l)/n, any order."""
+    fmt, column = case
+    (got,) = determined.mean([(v,) for v in column], fmt)
+    n = len(column)
+    scaled = evaluations([("p", round_nearest(fmpq(1, n), fmt), v) for v in column], fmt)
+    divided = {round_nearest(s / n, fmt) for s in evaluations([("v", v) for v in column], fmt)}
+    if got is not None:
+        assert scaled | divided == {got}
+
+
+def signed(products) -> list:
+    return [(valuation(p), abs(p), (p > 0) - (p < 0)) for p in products]
+
+
+@st.composite
+def near_sums(draw):
+    """Products of small numbers on a coarse grid: sums the lemma may cover, with cancellations."""
+    name = draw(st.sampled_from(["binary16", "bfloat16", "binary32"]))
+    fmt = FORMATS[name]
+    small = st.builds(lambda m, e: round_nearest(fmpq(m) * fmpq(2) ** e, fmt), st.integers(-60, 60), st.integers(-3, 0))
+    return fmt, draw(st.lists(st.tuples(small, small), min_size=1, max_size=4))
+
+
+@settings(max_examples=300, deadline=None)
+@given(near_sums())
+def test_a_sum_the_signed_lemma_covers_is_exact_in_every_evaluation(case):
+    """Every partial sum lies between minus the negative terms' magnitudes and the positive
+    terms' (floats.exact_limit): where both are within 2^(p+E), every evaluation is exact."""
+    fmt, terms = case
+    products = [a * b for a, b in terms if a and b]
+    if products and exact_sum(signed(products), fmt) is not None:
+        assert evaluations([("p", a, b) for a, b in terms], fmt) == {sum(products, fmpq(0))}
+
+
+def test_cancelling_terms_are_exact_where_their_magnitudes_add_up_to_more_than_the_format_holds():
+    """binary16 (p = 11): 1500 − 1499 on the grid of 1. The magnitudes sum to 2999 > 2^11, so the
+    unsigned lemma cannot say; each side is at most 1500 ≤ 2^11, so every evaluation gives 1."""
+    fmt = FORMATS["binary16"]
+    terms = [(fmpq(1500), fmpq(1)), (fmpq(-1499), fmpq(1))]
+    assert exact_sum([(0, fmpq(1500)), (0, fmpq(1499))], fmt) is None
+    assert exact_sum(signed([fmpq(1500), fmpq(-1499)]), fmt) == 0
+    assert evaluations([("p", a, b) for a, b in terms], fmt) == {fmpq(1)}
+    assert exact_sum(signed([fmpq(1500), fmpq(1499)]), fmt) is None  # 2999 on one side: 2999 rounds to 3000
+
+
+def test_a_fused_product_that_changes_the_sum_is_not_known():
+    """binary16: a = x = 1 + 2^-10, b = −(1 + 2^-9). fl(a·x) = 1 + 2^-9 loses 2^-20, so
+    fl(fl(a·x) + b) = 0 while the fused a·x + b = 2^-20: the sum is not known, and the unit
+    relu(a·x + b) of a one-layer model gets a bound that covers the run without FMA."""
+    fmt = FORMATS["binary16"]
+    a, b = fmpq(1) + fmpq(2) ** -10, -(fmpq(1) + fmpq(2) ** -9)
+    assert evaluations([("p", a, a), ("v", b)], fmt) == {fmpq(0), fmpq(2) ** -20}
+    assert determined.total([(a, a), (b, fmpq(1))], fmt) is None
+    model, data = make(2, [block(2, eta=0, U=[[1 + P(-10), 0]], b=[-(1 + P(-9))], W=[[1], [0]])],
+                       [[[1 + P(-10), 0]]])
+    (fb,) = audit(model, data, floats=("binary16",)).floats
+    assert fb.failure is None and F(int(fb.bound.p), int(fb.bound.q)) >= P(-20)
+
+
+@pytest.mark.parametrize("seed", [103, 164])
+def test_runs_that_land_exactly_get_a_claim_of_0(seed):
+    """Survey datasets whose every emulated binary32 run (each evaluation form, random trees, FMA)
+    lands exactly, and whose binary32 claims were 5.3e-6 and 6.5e-6·(1 + max|y|):
+    * seed 103 (16 cocircular tokens, d = 8): the first layer is relu(x/64 + b), one exact product
+      and one addition, so every run computes the same code, 1/64 — the exact one — and everything
+      after is exact (known values);
+    * seed 164 (16 shared tokens, d = 8): the codes differ from run to run, but a leader hat's two
+      on units, 100·σ1 − 100·σ2 with σ on the grid of 2^-21, cancel: either product is below 32 =
+      2^(24 − 19), so every partial sum is exact (the lemma with signs) where their magnitudes add
+      up to 46, and the hat passes no error on."""
+    _, doc = dataset(seed)
+    with tempfile.TemporaryDirectory() as tmp:
+        bundle = build(write_json(Path(tmp) / "ds.json", doc), "hardmax")
+    cert = json.loads(bundle.files["certificate.json"])
+    claims = {c["format"]: F(c["bound"]) for c in cert["phases"][-1]["claims"] if c["kind"] == "float"}
+    assert claims["binary32"] == 0 and claims["binary64"] == 0
+    model, inputs = bundle.construction.model, [p.input for p in bundle.dataset.pairs]
+    replay = Replay(model, inputs)
+    for _ in replay.steps():
+        pass
+    assert floatforms.worst(model, inputs, replay.sequences(), "binary32", runs=2, seed=seed) == 0

@@ -1,0 +1,124 @@
+"""The values a float run computes the same way in every run the float model
+allows, where they can be known — and then a token's error is |x̂ − x|
+itself, not a bound on it.
+
+docs/float.md leaves a float run free in the order of every sum, in fusing a
+product into an addition, and in the form of V m; most results depend on
+those choices in their last bits. Some do not: one product rounded once; two
+terms added, whichever product is fused (each of the three evaluations is
+computed here, and they must agree); a sum of exact products that the exact
+evaluation lemma (floats.exact_limit) makes exact in every order; a relu; a
+copied argmax token; ρ x + V m where every form of it agrees. When every
+operand of such a result is known, the result is known. Inputs and
+parameters are known (each is the rational rounded to the format), so a
+layer whose arithmetic is of this kind hands the next one known values: the
+run the analysis speaks about then has no freedom left there, and a snap
+that lands every run on the same float passes no error on.
+
+A value is an exact rational (a number of the format); None: not known."""
+from __future__ import annotations
+
+from flint import fmpq
+
+from tfcert.verify.floats import Format, exact_limit, round_nearest, valuation
+
+ZERO, ONE = fmpq(0), fmpq(1)
+
+
+def total(terms, fmt: Format) -> fmpq | None:
+    """The float value of Σ a·b over ``terms`` (pairs of numbers of the format,
+    None where unknown) when every evaluation the float model allows gives the
+    same one, else None. A zero factor adds nothing: 0 times a finite number is
+    0, and adding 0 rounds nothing (the analysis proves every value finite)."""
+    exact, rounded = [], []
+    for a, b in terms:
+        if a == 0 or b == 0:
+            continue
+        if a is None or b is None:
+            return None
+        exact.append(a * b)
+        rounded.append(exact[-1] if a is ONE or b is ONE else round_nearest(exact[-1], fmt))  # x̂·1 = x̂
+    if not exact:
+        return ZERO
+    if len(exact) == 1:
+        return rounded[0]
+    if len(exact) == 2:  # fl(fl(p) + fl(q)), fl(p + fl(q)) (fused), fl(fl(p) + q)
+        runs = {round_nearest(v, fmt) for v in (rounded[0] + rounded[1], exact[0] + rounded[1],
+                                                rounded[0] + exact[1])}
+        return runs.pop() if len(runs) == 1 else None
+    if rounded != exact:
+        return None
+    limit = exact_limit(min(valuation(p) for p in exact), fmt)
+    return sum(exact, ZERO) if limit is not None and sum((abs(p) for p in exact), ZERO) <= limit else None
+
+
+def ff(values, after, bound, eta, U, b, W, writers, off, fmt: Format) -> tuple:
+    """A token's values after η x + W relu(U x + b): ``values`` before it,
+    ``after`` the exact token, ``bound`` its output error bounds (a coordinate
+    bounded by 0 is the exact value), ``off[k]``: unit k proven off (its relu
+    is exactly 0 in every run). The parameters are the analysis's Rounded
+    (``hat``: rounded values, ``support``: entries not 0)."""
+    units: dict[int, fmpq | None] = {}
+
+    def unit(k: int) -> fmpq | None:
+        if k not in units:
+            z = total([(U[k].hat[j], values[j]) for j in U[k].support] + [(b.hat[k], ONE)], fmt)
+            units[k] = None if z is None else max(z, ZERO)
+        return units[k]
+    out = []
+    for i, v in enumerate(values):
+        if not bound[i]:
+            out.append(after[i])
+        else:
+            out.append(total([(eta.hat[0], v)] + [(w, unit(k)) for k in writers[i]
+                                                  if (w := W[i].hat[k]) and not off[k]], fmt))
+    return tuple(out)
+
+
+def output(v, m, r, V, c: int, fmt: Format, entries: dict) -> fmpq | None:
+    """ρ̂ x̂_c + (V̂ m̂)_c where every form gives it: V̂ m̂ dense (its entries
+    V̂_cb = ŝ[c = b] + Σ_k û_kc v̂_kb computed in floats) or low-rank (ŝ m̂_c +
+    Σ_k û_kc (v̂_k·m̂)), formed first or summed together with ρ̂ x̂_c. ``v``:
+    x̂_c; ``entries`` keeps the dense rows per (matrix, c)."""
+    s = V.scale.hat[0]
+    if (id(V), c) not in entries:
+        cols = range(len(m)) if s else sorted({j for _, w in V.terms for j in w.support})
+        entries[(id(V), c)] = (V, [(j, total([(s, ONE)] * (j == c) + [(u.hat[c], w.hat[j]) for u, w in V.terms], fmt))
+                                   for j in cols])
+    dense = [(e, m[j]) for j, e in entries[(id(V), c)][1]]
+    low = [(s, m[c])] + [(u.hat[c], total([(w.hat[j], m[j]) for j in w.support], fmt)) for u, w in V.terms]
+    runs = {total([(r, v)] + terms, fmt) for terms in (dense, low)}
+    runs |= {total([(r, v), (total(terms, fmt), ONE)], fmt) for terms in (dense, low)}
+    return runs.pop() if len(runs) == 1 else None
+
+
+def mean(tokens, fmt: Format) -> tuple | None:
+    """The hardmax average of a sequence's tokens (known values; None where
+    unknown), all tied (a literal-zero A): where both forms give it — Σ
+    fl(1/n)·x̂_l, and (Σ x̂_l)/n."""
+    if any(t is None for t in tokens):
+        return None
+    n = len(tokens)
+    k = round_nearest(fmpq(1, n), fmt)
+    out = []
+    for column in zip(*tokens):
+        summed = total([(ONE, v) for v in column], fmt)
+        scaled = None if summed is None else total([(k, v) for v in column], fmt)
+        out.append(scaled if scaled is not None and scaled == round_nearest(summed / n, fmt) else None)
+    return tuple(out)
+
+
+def attention(values, m, rho, V, copied, after, bound, fmt: Format, entries: dict) -> tuple:
+    """A token's values after ρ x + V m: ``m`` the known values of its
+    attention mean (a copied argmax token's; None: not known), ``copied[c]``:
+    coordinate c is ρ̂ x̂_c + 0 with ρ̂ ∈ {0, 1}; the rest as for ``ff``."""
+    r = rho.hat[0]
+    out = []
+    for c, v in enumerate(values):
+        if not bound[c]:
+            out.append(after[c])
+        elif copied[c]:
+            out.append(v if r else ZERO)
+        else:
+            out.append(None if m is None else output(v, m, r, V, c, fmt, entries))
+    return tuple(out)
