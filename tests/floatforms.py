@@ -4,7 +4,8 @@ about") allows: each sum evaluated along a random binary tree (any order, any
 association), each addition of a product fused (FMA) or not at random; the
 scores in the dense form (Â x̂_i first or Âᵀ x̂_l first, Â's entries computed in
 floats), the low-rank vector forms (either side) and the low-rank bilinear
-form; V m dense (entries computed in floats) or low-rank. Every operation is
+form; a hardmax tie averaged as Σ fl(1/n)·x_l, (Σ x_l)/n or (Σ x_l)·fl(1/n);
+V m dense (entries computed in floats) or low-rank. Every operation is
 tfcert.verify.floats.round_nearest of the exact rational result (ties to even,
 gradual underflow). Used by the red team's tests of the exact evaluation lemma
 (tests/test_exact_attack.py)."""
@@ -20,6 +21,7 @@ from tfcert.verify.floats import FORMATS, round_nearest
 from tfcert.verify.formats import LowRank, Model
 
 SCORE_FORMS = ("dense", "dense_t", "vector", "vector_t", "bilinear")
+TIE_FORMS = ("scaled", "divided", "reciprocal")  # Σ fl(1/n)·x_l, (Σ x_l)/n, (Σ x_l)·fl(1/n)
 V_FORMS = ("dense", "low_rank")
 
 
@@ -170,8 +172,11 @@ def forward(model: Model, sequences, run: Run) -> list:
                     if len(top) == 1:
                         m = list(seq[top[0]])
                     else:
-                        k = run.r(fmpq(1, len(top)))
-                        m = [run.sum([("p", k, seq[l][j]) for l in top]) for j in range(len(x))]
+                        k, form = run.r(fmpq(1, len(top))), run.pick(TIE_FORMS, None)
+                        total = [run.sum([("v", seq[l][j]) for l in top]) for j in range(len(x))]
+                        m = ([run.sum([("p", k, seq[l][j]) for l in top]) for j in range(len(x))] if form == "scaled"
+                             else [run.r(t / len(top)) for t in total] if form == "divided"
+                             else [run.r(t * k) for t in total])
                 else:
                     z = [run.r(v / tau) for v in s]
                     e = [run.exp(run.r(v - max(z))) for v in z]

@@ -77,14 +77,30 @@ def test_a_known_sum_is_what_every_evaluation_gives(case):
 @given(st.sampled_from(["binary16", "bfloat16", "binary32"]).flatmap(
     lambda name: st.tuples(st.just(FORMATS[name]), st.lists(number(FORMATS[name]), min_size=1, max_size=4))))
 def test_a_known_tie_average_is_what_every_evaluation_gives(case):
-    """Hardmax over tied tokens (one coordinate each): Σ fl(1/n)·x̂_l or (Σ x̂_l)/n, any order."""
+    """Hardmax over tied tokens (one coordinate each): Σ fl(1/n)·x̂_l, (Σ x̂_l)/n or
+    (Σ x̂_l)·fl(1/n) (docs/float.md: a division or the rounded reciprocal), any order."""
     fmt, column = case
     (got,) = determined.mean([(v,) for v in column], fmt)
     n = len(column)
-    scaled = evaluations([("p", round_nearest(fmpq(1, n), fmt), v) for v in column], fmt)
-    divided = {round_nearest(s / n, fmt) for s in evaluations([("v", v) for v in column], fmt)}
+    k = round_nearest(fmpq(1, n), fmt)
+    scaled = evaluations([("p", k, v) for v in column], fmt)
+    sums = evaluations([("v", v) for v in column], fmt)
+    divided = {round_nearest(s / n, fmt) for s in sums} | {round_nearest(s * k, fmt) for s in sums}
     if got is not None:
         assert scaled | divided == {got}
+
+
+def test_a_tie_average_by_the_rounded_reciprocal_is_not_taken_as_known():
+    """binary16, tokens 247/2, 245/32, 0 (found by a red-team run): the exact mean 1399/32 is a
+    number of the format and Σ fl(1/3)·x̂_l and (Σ x̂_l)/3 both give it, but (Σ x̂_l)·fl(1/3)
+    gives 699/16, 1/32 away — so the mean is not known and the claim is not 0."""
+    fmt = FORMATS["binary16"]
+    toks = [fmpq(247, 2), fmpq(245, 32), fmpq(0)]
+    assert determined.mean([(v,) for v in toks], fmt) == (None,)
+    model, data = make(2, [block(2, rho=0, A={"scale": "0", "low_rank": []}, V={"scale": "1", "low_rank": []})],
+                       [[(t, 0) for t in (F(247, 2), F(245, 32), F(0))]])
+    (fb,) = audit(model, data, floats=("binary16",)).floats
+    assert fb.failure is None and F(int(fb.bound.p), int(fb.bound.q)) >= F(1, 32)
 
 
 def signed(products) -> list:

@@ -94,8 +94,8 @@ def output(v, m, r, V, c: int, fmt: Format, entries: dict) -> fmpq | None:
 
 def mean(tokens, fmt: Format) -> tuple | None:
     """The hardmax average of a sequence's tokens (known values; None where
-    unknown), all tied (a literal-zero A): where both forms give it — Σ
-    fl(1/n)·x̂_l, and (Σ x̂_l)/n."""
+    unknown), all tied (a literal-zero A): where every form gives it — Σ
+    fl(1/n)·x̂_l, (Σ x̂_l)/n and (Σ x̂_l)·fl(1/n)."""
     if any(t is None for t in tokens):
         return None
     n = len(tokens)
@@ -104,7 +104,8 @@ def mean(tokens, fmt: Format) -> tuple | None:
     for column in zip(*tokens):
         summed = total([(ONE, v) for v in column], fmt)
         scaled = None if summed is None else total([(k, v) for v in column], fmt)
-        out.append(scaled if scaled is not None and scaled == round_nearest(summed / n, fmt) else None)
+        runs = {None} if summed is None else {scaled, round_nearest(summed / n, fmt), round_nearest(summed * k, fmt)}
+        out.append(runs.pop() if len(runs) == 1 else None)
     return tuple(out)
 
 
