@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from flint import fmpq
 
-from tfcert.verify.floats import Format, exact_limit, round_nearest, valuation
+from tfcert.verify.floats import Format, exact_sum, round_nearest, valuation
 
 ZERO, ONE = fmpq(0), fmpq(1)
 
@@ -46,10 +46,9 @@ def total(terms, fmt: Format) -> fmpq | None:
         runs = {round_nearest(v, fmt) for v in (rounded[0] + rounded[1], exact[0] + rounded[1],
                                                 rounded[0] + exact[1])}
         return runs.pop() if len(runs) == 1 else None
-    if rounded != exact:
+    if rounded != exact or exact_sum([(valuation(p), abs(p)) for p in exact], fmt) is None:
         return None
-    limit = exact_limit(min(valuation(p) for p in exact), fmt)
-    return sum(exact, ZERO) if limit is not None and sum((abs(p) for p in exact), ZERO) <= limit else None
+    return sum(exact, ZERO)
 
 
 def ff(values, after, bound, eta, U, b, W, writers, off, fmt: Format) -> tuple:
