@@ -5,6 +5,8 @@ association), each addition of a product fused (FMA) or not at random; the
 scores in the dense form (Â x̂_i first or Âᵀ x̂_l first, Â's entries computed in
 floats), the low-rank vector forms (either side) and the low-rank bilinear
 form; a hardmax tie averaged as Σ fl(1/n)·x_l, (Σ x_l)/n or (Σ x_l)·fl(1/n);
+softmax normalised before or after the weighted sum, by dividing by Σ ê or
+multiplying by fl(1/Σ ê), each ê anywhere within its 2 ulps (``exp_within``);
 V m dense (entries computed in floats) or low-rank. Every operation is
 tfcert.verify.floats.round_nearest of the exact rational result (ties to even,
 gradual underflow). Used by the red team's tests of the exact evaluation lemma
@@ -13,8 +15,7 @@ from __future__ import annotations
 
 import random
 
-import mpmath
-from flint import fmpq
+from flint import arb, ctx, fmpq
 
 from tfcert.verify.enclose import coordinate_range
 from tfcert.verify.floats import FORMATS, round_nearest
@@ -23,6 +24,9 @@ from tfcert.verify.formats import LowRank, Model
 SCORE_FORMS = ("dense", "dense_t", "vector", "vector_t", "bilinear")
 TIE_FORMS = ("scaled", "divided", "reciprocal")  # Σ fl(1/n)·x_l, (Σ x_l)/n, (Σ x_l)·fl(1/n)
 V_FORMS = ("dense", "low_rank")
+# softmax: p_l = ê_l/Ŝ or ê_l·fl(1/Ŝ) before the weighted sum, or (Σ ê_l y_l)/Ŝ or (Σ ê_l y_l)·fl(1/Ŝ) after it
+NORM_FORMS = ("divided", "reciprocal", "divided_after", "reciprocal_after")
+PUSHES = (1, -1, 0)  # exp at the top of its 2 ulps, at the bottom, correctly rounded
 
 
 class Run:
@@ -30,9 +34,9 @@ class Run:
     chain) or "random" (a random tree, FMA at random, forms at random per call)."""
 
     def __init__(self, fmt: str, mode: str = "random", seed: int = 0, score_form: str | None = None,
-                 v_form: str | None = None):
+                 v_form: str | None = None, norm_form: str | None = None, push: int | None = None):
         self.fmt, self.mode, self.rng = FORMATS[fmt], mode, random.Random(seed)
-        self.score_form, self.v_form = score_form, v_form
+        self.score_form, self.v_form, self.norm_form, self.push = score_form, v_form, norm_form, push
 
     def r(self, q: fmpq) -> fmpq:
         return round_nearest(q, self.fmt)
@@ -61,10 +65,10 @@ class Run:
             a, b = items[i], items[j]
             for k in sorted((i, j), reverse=True):
                 items.pop(k)
-            if a[0] == "p" and b[0] == "v" and rng.random() < 0.5:
-                new = self.r(a[1] * a[2] + b[1])
-            elif b[0] == "p" and a[0] == "v" and rng.random() < 0.5:
-                new = self.r(b[1] * b[2] + a[1])
+            if a[0] == "p" and rng.random() < 0.5:  # fused: fl(a₁a₂ + b̂), b a number or a rounded product
+                new = self.r(a[1] * a[2] + (self.r(b[1] * b[2]) if b[0] == "p" else b[1]))
+            elif b[0] == "p" and rng.random() < 0.5:
+                new = self.r(b[1] * b[2] + (self.r(a[1] * a[2]) if a[0] == "p" else a[1]))
             else:
                 va = self.r(a[1] * a[2]) if a[0] == "p" else a[1]
                 vb = self.r(b[1] * b[2]) if b[0] == "p" else b[1]
@@ -77,13 +81,40 @@ class Run:
         return self.sum([("p", x, y) for x, y in zip(a, b)])
 
     def exp(self, x: fmpq) -> fmpq:
-        with mpmath.workprec(200):
-            value = mpmath.exp(mpmath.mpf(int(x.p)) / int(x.q))
-            num = int(mpmath.floor(value * 2 ** 400))
-        return self.r(fmpq(num, 2 ** 400))
+        """exp(x) anywhere docs/float.md allows: the run's push, or a random one in random mode."""
+        push = self.push if self.push is not None else self.rng.choice(PUSHES) if self.mode == "random" else 0
+        return exp_within(x, self.fmt, push)
 
     def pick(self, forms, fixed):
         return fixed if fixed is not None else (self.rng.choice(forms) if self.mode == "random" else forms[0])
+
+
+def spacing(x: fmpq, fmt) -> fmpq:
+    """The spacing of the format's numbers in [2^e, 2^(e+1)) ∋ x (x > 0), or tiny below the normal range."""
+    if x < fmt.normal:
+        return fmt.tiny
+    e = int(x.p).bit_length() - int(x.q).bit_length()
+    e = e if fmpq(2) ** e <= x else e - 1
+    return fmpq(2) ** (e - fmt.precision + 1)
+
+
+def exp_within(t: fmpq, fmt, push: int) -> fmpq:
+    """exp(t) correctly rounded (push 0), or the farthest number of the format
+    within its 2 ulps above (push > 0) or below (push < 0): relative 4u, and 2
+    subnormal spacings below the normal range."""
+    with ctx.workprec(300):
+        man, ex = arb(t).exp().mid().man_exp()  # within 2^-290 relative of e^t: exact enough
+    E = fmpq(int(man)) * (fmpq(2) ** int(ex) if ex >= 0 else fmpq(1, 2 ** int(-ex)))
+    if push == 0:
+        return round_nearest(E, fmt)
+    below_normal = E < fmt.normal
+    if push > 0:
+        target = E + 2 * fmt.tiny if below_normal else E * (1 + 4 * fmt.unit)
+        x = round_nearest(target, fmt)
+        return x if x <= target else x - spacing(x - fmt.tiny / 2, fmt)
+    target = max(E - 2 * fmt.tiny, fmpq(0)) if below_normal else E * (1 - 4 * fmt.unit)
+    x = round_nearest(target, fmt)
+    return x if x >= target else x + spacing(x, fmt)
 
 
 def _rounded(m: LowRank, run: Run):
@@ -181,8 +212,14 @@ def forward(model: Model, sequences, run: Run) -> list:
                     z = [run.r(v / tau) for v in s]
                     e = [run.exp(run.r(v - max(z))) for v in z]
                     total = run.sum([("v", v) for v in e])
-                    p = [run.r(v / total) for v in e]
-                    m = [run.dot(p, [y[j] for y in seq]) for j in range(len(x))]
+                    form = run.pick(NORM_FORMS, run.norm_form)
+                    k = run.r(1 / total)
+                    if form in ("divided", "reciprocal"):
+                        p = [run.r(v / total) if form == "divided" else run.r(v * k) for v in e]
+                        m = [run.dot(p, [y[j] for y in seq]) for j in range(len(x))]
+                    else:
+                        m = [run.dot(e, [y[j] for y in seq]) for j in range(len(x))]
+                        m = [run.r(v / total) if form == "divided_after" else run.r(v * k) for v in m]
                 vm = apply(V, m, run)
                 out.append([run.sum([("p", rho, x[j]), ("v", vm[j])]) for j in range(len(x))])
             new.append(out)
@@ -195,14 +232,17 @@ MODES = ("forward", "reverse", "fma", "random")
 
 def worst(model: Model, sequences, exact, fmt: str, runs: int = 4, seed: int = 0) -> fmpq:
     """The largest max-coordinate deviation from ``exact`` over the fixed modes (every score
-    and V form each) and ``runs`` random runs; for an enclosure (softmax), the distance from
+    and V form each; softmax: each normalisation with exp pushed up, down or not, shifted from
+    mode to mode) and ``runs`` random runs; for an enclosure (softmax), the distance from
     its coordinate range, which the deviation from the point inside it is at least."""
     seen = fmpq(0)
-    configs = [(m, sf, vf) for m in ("forward", "reverse", "fma") for sf, vf in
-               zip(SCORE_FORMS, V_FORMS * 3)]
-    configs += [("random", None, None)] * runs
-    for n, (mode, sf, vf) in enumerate(configs):
-        got = forward(model, sequences, Run(fmt, mode, seed * 1000 + n, sf, vf))
+    configs = [(m, sf, vf, NORM_FORMS[(k + i) % 4], PUSHES[(k + 2 * i) % 3])
+               for i, m in enumerate(("forward", "reverse", "fma"))
+               for k, (sf, vf) in enumerate(zip(SCORE_FORMS, V_FORMS * 3))]
+    configs += [("random", None, None, None, None)] * runs
+    for n, config in enumerate(configs):
+        mode, *forms = config
+        got = forward(model, sequences, Run(fmt, mode, seed * 1000 + n, *forms))
         for gs, ws in zip(got, exact):
             for gt, wt in zip(gs, ws):
                 for j, g in enumerate(gt):

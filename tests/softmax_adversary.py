@@ -22,6 +22,7 @@ from fractions import Fraction as F
 from flint import arb, ctx, fmpq
 
 from floatemu import ORDERS, Arithmetic
+from floatforms import exp_within
 
 from tfcert.verify.evaluate import Replay
 from tfcert.verify.float_analysis import Analysis
@@ -95,35 +96,11 @@ def exact_means(mdl, seq) -> list[list[arb]]:
     return out
 
 
-def _spacing(x: fmpq, fmt) -> fmpq:
-    """The spacing of the format's numbers in [2^e, 2^(e+1)) ∋ x (x > 0), or tiny below the normal range."""
-    if x < fmt.normal:
-        return fmt.tiny
-    e = int(x.p).bit_length() - int(x.q).bit_length()
-    e = e if fmpq(2) ** e <= x else e - 1
-    return fmpq(2) ** (e - fmt.precision + 1)
-
-
 class Run(Arithmetic):
     """The arithmetic of one float run (tests/floatemu.py), with exp at either end of its 2 ulps."""
 
     def exp(self, t: fmpq, push: int) -> fmpq:
-        """exp(t) correctly rounded (push 0), or the farthest number of the
-        format within its 2 ulps above (push > 0) or below (push < 0)."""
-        fmt = self.fmt
-        with ctx.workprec(300):
-            man, ex = arb(t).exp().mid().man_exp()  # within 2^-290 relative of e^t: exact enough
-        E = fmpq(int(man)) * (fmpq(2) ** int(ex) if ex >= 0 else fmpq(1, 2 ** int(-ex)))
-        if push == 0:
-            return self.r(E)
-        below_normal = E < fmt.normal
-        if push > 0:
-            target = E + 2 * fmt.tiny if below_normal else E * (1 + 4 * fmt.unit)
-            x = self.r(target)
-            return x if x <= target else x - _spacing(x - fmt.tiny / 2, fmt)
-        target = max(E - 2 * fmt.tiny, fmpq(0)) if below_normal else E * (1 - 4 * fmt.unit)
-        x = self.r(target)
-        return x if x >= target else x + _spacing(x, fmt)
+        return exp_within(t, self.fmt, push)
 
 
 def _ff(ff, x, run: Run) -> list:
