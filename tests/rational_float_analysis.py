@@ -178,6 +178,7 @@ class Analysis:
         except OverflowError as exc:
             self.failure = f"the input does not fit {fmt.name}: {exc}"
             self.err, self.val, flat = [], [], []
+        self.gr: list = [None] * len(self.err)  # per token where some coordinate errs: its grains from its terms
         self._refresh(flat)
 
     # ---- helpers
@@ -300,11 +301,12 @@ class Analysis:
         done: dict[tuple, tuple] = {}  # equal tokens with equal errors (a cluster at a snap): one bound
         for g in todo:
             known = self.val[g] and tuple(None if v is None else (v.p, v.q) for v in self.val[g])
-            same = (key(before[g]), key(self.err[g]), known) if is_point(before[g]) else None
+            same = (key(before[g]), key(self.err[g]), known, self.gr[g]) if is_point(before[g]) else None
             if same not in done:
-                done[same] = self._ff_token(before[g], self.err[g], self.mag[g], self.val[g], eta, U, b, W,
-                                            writers, lambda: f"{where}: token {self._ref(g)}")
-            bound, off = done[same] if same is not None else done.pop(None)
+                done[same] = self._ff_token(before[g], self.err[g], self.mag[g], self.val[g], self.gr[g], eta, U, b,
+                                            W, writers, lambda: f"{where}: token {self._ref(g)}")
+            bound, off, grains = done[same] if same is not None else done.pop(None)
+            self.gr[g] = tuple(grains) if any(bound) else None
             v = self._values(g, before[g], self.err[g]) if any(bound) else None
             v = v and is_point(after[g]) and determined.ff(v, after[g], bound, eta, U, b, W, writers, off, self.fmt)
             self.err[g], self.val[g] = self._settle(v, after[g], bound)
@@ -363,7 +365,7 @@ class Analysis:
             a_lo, a_hi, y = -a_hi, -a_lo, -y
         return a_lo >= y / 2 and a_hi <= 2 * y and a_lo >= self.fmt.normal
 
-    def _grain(self, x, e, j: int, values=None) -> int | None:
+    def _grain(self, x, e, j: int, values=None, stored=None) -> int | None:
         """An exponent v with x̂_j a multiple of 2^v (verify/float_analysis.py)."""
         if not e[j] and is_point(x):
             return valuation(x[j])
@@ -371,17 +373,22 @@ class Analysis:
             return valuation(values[j])
         lo, hi = (x[j], x[j]) if is_point(x) else coordinate_range(x, j)
         least = (min(abs(lo), abs(hi)) if lo * hi > 0 else ZERO) - e[j]
-        return grain(max(least, ZERO), self.fmt)
+        v = grain(max(least, ZERO), self.fmt)
+        return v if stored is None or stored[j] is None else max(v, stored[j])
+
+    def _floor(self, grains) -> int:
+        """The grain of any float evaluation of a sum of terms of these grains (None: 0)."""
+        return min((g for g in grains if g is not None), default=self.fmt.emax)
 
     def _exact(self, terms) -> int | None:
         return exact_sum((t for t in terms if t[1]), self.fmt)
 
-    def _ff_token(self, x, e, mag, values, eta, U, b, W, writers, where) -> tuple:
+    def _ff_token(self, x, e, mag, values, stored, eta, U, b, W, writers, where) -> tuple:
         """``mag``: the token's magnitude bound; ``writers[i]``: the units with a
         nonzero weight on output coordinate i (exact or rounded); ``where()``
         names the token for a message."""
         fmt, d = self.fmt, self.d
-        gx = [self._grain(x, e, j, values) for j in range(d)]
+        gx = [self._grain(x, e, j, values, stored) for j in range(d)]
         status, dz, rho, smag, gs = [], [], [], [], []
         for k, row in enumerate(U):
             lo, hi = (row.dot(x),) * 2 if is_point(x) else projection_range(x, row.exact, None)
@@ -391,14 +398,13 @@ class Analysis:
             g = self._exact(terms)
             if g is not None or self._sterbenz(x, e, row, b, k):
                 rounding = row.absdot("delta", mag) + b.delta[k]
-                g = min(exp for exp, _ in terms if exp is not None) if g is None else g
             else:
                 c = row.count + (b.hat[k] != 0)
                 scaled = row.absdot("hat", mag) + abs(b.hat[k])
                 rounding = row.absdot("delta", mag) + b.delta[k] + fmt.gamma(max(c, 1)) * scaled + c * fmt.tiny
             err = row.absdot("exact", e) + rounding
             least = lo - err
-            g = max(g if g is not None else -(10 ** 9), grain(max(least, ZERO), fmt))
+            g = max(self._floor(exp for exp, _ in terms), grain(max(least, ZERO), fmt))
             if err == 0 and lo == hi != 0:  # ẑ_k = z_k: a multiple of its own lowest bit
                 g = max(g, valuation(lo))
             if hi + err <= 0:
@@ -417,6 +423,7 @@ class Analysis:
         plain = copy or eta.exact[0] == 0 and eta.hat[0] == 0
         # where no live unit writes, every term but η̂ x̂_i is 0·relu or Ŵ·0: x̂_i + 0 + … = x̂_i, 0·x̂_i + … = 0
         out = list(e) if copy else [ZERO] * d
+        grains = list(stored) if copy and stored else [None] * d
         erred = [j for j, v in enumerate(e) if v]
         for i in range(d):
             live = [k for k in writers[i] if status[k] != "off"]
@@ -448,7 +455,8 @@ class Analysis:
             if self._exact(grid) is None:
                 total += fmt.gamma(max(count, 1)) * terms + count * fmt.tiny
             out[i] = up(total)
-        return tuple(out), tuple(v == "off" for v in status)
+            grains[i] = self._floor(t[0] for t in grid)
+        return tuple(out), tuple(v == "off" for v in status), grains
 
     # ---- attention
 
@@ -469,11 +477,12 @@ class Analysis:
         plain = rho.exact[0] == rho.hat[0] and rho.hat[0] in (0, 1)  # ρ̂ x̂_c is x̂_c or 0, exactly
         copied = [plain and V.zero_row(c) for c in range(self.d)]  # and V's row c is 0: x̂_c + 0 or 0 + 0
         forget = rho.exact[0] == 0 and rho.hat[0] == 0  # the output is V m_i alone
-        new, values = [], []
+        new, values, gr = [], [], []
         for j, seq in enumerate(step.before):
             o = self.offsets[j]
             errs = self.err[o:o + len(seq)]
             mags = self.mag[o:o + len(seq)]
+            vals, stored = self.val[o:o + len(seq)], self.gr[o:o + len(seq)]
             known = None  # per token, the known values of its attention mean (hardmax): ``mean(i)``
             if A.literal_zero:
                 means = [self._uniform(seq, mags, errs, softmax)] * len(seq)
@@ -485,7 +494,7 @@ class Analysis:
                 raise Failed(f"{'A' if step.uniform else 'V'} is the zero matrix but not stored as 0: "
                              f"its float products need not be exact zeros")
             else:
-                means = self._hardmax(step.attention[j], seq, mags, errs, self.val[o:o + len(seq)], A,
+                means = self._hardmax(step.attention[j], seq, mags, errs, vals, stored, A,
                                       self.model.blocks[step.block].sa, j)
                 known = [att.argmax[0] for att in step.attention[j]]  # unique: _hardmax proved it
             per_mean, outs, tied = {}, {}, []  # by the mean's identity (a hardmax mean is its argmax's)
@@ -510,8 +519,23 @@ class Analysis:
                 bound, v = self._settle(v, x, outs[slot])
                 new.append(bound)
                 values.append(v)
-        self.err, self.val = new, values
+                gr.append(tuple(self._sa_grains(rho, V, copied, means[i][2], [
+                    self._grain(seq[i], e, c, vals[i], stored[i]) for c in range(self.d)]))
+                    if any(bound) and known not in (None, "tied") else None)
+        self.err, self.val, self.gr = new, values, gr
         self._refresh(after)
+
+    def _sa_grains(self, rho: Rounded, V: Matrix, copied: list[bool], gm: list, gq: list) -> list:
+        """The grains of ρ̂ x̂_c + (V̂ m̂)_c, m̂ a copied token (verify/float_analysis.py)."""
+        out = []
+        for c in range(self.d):
+            terms = [_times(rho.grains[0], gq[c])] if rho.hat[0] else []
+            if not copied[c]:
+                terms.append(_times(V.scale.grains[0], gm[c]))
+                terms += [_times(_times(u.grains[c], v.grains[b]), gm[b])
+                          for u, v in V.terms if u.hat[c] for b in v.nonzero["hat"]]
+            out.append(self._floor(terms))
+        return out
 
     def _check_matrix(self, m: Matrix, name: str) -> None:
         """A dense scale·I + Σ u vᵀ, its product with any token (or a mean of
@@ -593,7 +617,7 @@ class Analysis:
             return up(dot(dq, near) + dot(ax, both) + rho(l) + rho_a)
         return error
 
-    def _hardmax(self, attention, seq, mags, errs, vals, A: Matrix, sa: SA, j: int) -> list:
+    def _hardmax(self, attention, seq, mags, errs, vals, stored, A: Matrix, sa: SA, j: int) -> list:
         M, E = self._seq_max(mags), self._seq_max(errs)
         score_error = self._score_error(A, M, E)
         cache, out = {}, []
@@ -608,7 +632,7 @@ class Analysis:
                     if l != a and not s[a] - v > 2 * delta and not s[a] - v > centred(l):
                         raise Failed(f"token [{j}, {i}]: argmax gap {approx(s[a] - v)} to token {l} ≤ its score "
                                      f"difference's error {approx(centred(l))}")
-            out.append((errs[a], mags[a], [self._grain(seq[a], errs[a], c, vals[a]) for c in range(self.d)]))
+            out.append((errs[a], mags[a], [self._grain(seq[a], errs[a], c, vals[a], stored[a]) for c in range(self.d)]))
         return out
 
     def _softmax(self, seq, mags, errs, A: Matrix, sa: SA, j: int) -> list:

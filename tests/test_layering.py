@@ -141,8 +141,10 @@ PARTS = {
     # per matrix; equal tokens with one error widened once per layer; a pre-activation computed
     # exactly with error bound 0 takes its own last bit as its grain; a token's values where
     # every run the float model allows computes them alike, its error then |x̂ − x| itself;
-    # the lemma with each term's sign in an FF output, so that a hat's cancelling units fit)
-    "float analysis": (("floats.py", "float_analysis.py", "determined.py"), 873),
+    # the lemma with each term's sign in an FF output, so that a hat's cancelling units fit;
+    # a token's grains from the terms that computed it, kept where it errs, so that a code a
+    # rounded sum made meets a snap on the grid its terms share)
+    "float analysis": (("floats.py", "float_analysis.py", "determined.py"), 900),
 }
 
 

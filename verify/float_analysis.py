@@ -319,6 +319,7 @@ class Analysis:
         self._rounding: dict[tuple, Rounded] = {}  # by key(values)
         self._dense: dict[int, tuple] = {}  # by id(V): V and its dense entries (_entries)
         self._rows: dict[tuple, tuple] = {}  # by (id(V), c): V and its dense row c in floats (determined.output)
+        self._shared: dict[tuple, tuple] = {}  # one copy of each grain tuple (tokens share them)
         try:  # val: per token its known values (determined.py) where they are not all exact
             self.val = [tuple(round_nearest(v, fmt) for v in x) if is_point(x) else None for x in flat]
             self.err = [self._input_error(x, v) for x, v in zip(flat, self.val)]
@@ -326,6 +327,9 @@ class Analysis:
         except OverflowError as exc:
             self.failure = f"the input does not fit {fmt.name}: {exc}"
             self.err, self.val, flat = [], [], []
+        # gr: per token, where some coordinate errs, an exponent per coordinate (None: not known) that
+        # its float value is a multiple of in every run, from the terms it was computed from (_floor)
+        self.gr: list = [None] * len(self.err)
         self._refresh(flat)
 
     # ---- helpers
@@ -469,11 +473,12 @@ class Analysis:
         todo = self._ff_reach(before, U, b, W, eta)
         done: dict[tuple, tuple] = {}  # equal tokens with equal errors (a cluster at a snap): one bound
         for g in todo:
-            same = (key(before[g]), self.err[g], _known(self.val[g])) if is_point(before[g]) else None
+            same = (key(before[g]), self.err[g], _known(self.val[g]), self.gr[g]) if is_point(before[g]) else None
             if same not in done:
-                done[same] = self._ff_token(before[g], self.err[g], self.mag[g], self.val[g], eta, U, b, W,
-                                            writers, lambda: f"{where}: token {self._ref(g)}")
-            bound, off = done[same] if same is not None else done.pop(None)
+                done[same] = self._ff_token(before[g], self.err[g], self.mag[g], self.val[g], self.gr[g], eta, U, b,
+                                            W, writers, lambda: f"{where}: token {self._ref(g)}")
+            bound, off, grains = done[same] if same is not None else done.pop(None)
+            self.gr[g] = self._keep(grains, bound)
             v = self._values(g, before[g], self.err[g]) if any(bound) else None
             v = v and is_point(after[g]) and determined.ff(v, after[g], bound, eta, U, b, W, writers, off, self.fmt)
             self.err[g], self.val[g] = self._settle(v, after[g], bound)
@@ -558,16 +563,32 @@ class Analysis:
             a_lo, a_hi, y = -a_hi, -a_lo, -y
         return a_lo >= y / 2 and a_hi <= 2 * y and a_lo >= normal
 
-    def _grain(self, x, e, j: int, values=None) -> int | None:
+    def _grain(self, x, e, j: int, values=None, stored=None) -> int | None:
         """An exponent v with x̂_j a multiple of 2^v (None: x̂_j = 0 exactly) — x_j's own where
-        its error bound is 0 (x̂_j = x_j), x̂_j's where it is known, else from a lower bound on |x̂_j|."""
+        its error bound is 0 (x̂_j = x_j), x̂_j's where it is known, else the larger of the one
+        a lower bound on |x̂_j| gives (its binade's spacing) and ``stored[j]`` (from its terms)."""
         if not e[j] and is_point(x):
             return valuation(x[j])
         if values is not None and values[j] is not None:
             return valuation(values[j])
         lo, hi = (x[j], x[j]) if is_point(x) else coordinate_range(x, j)
         least = sub_down(fdown(min(abs(lo), abs(hi)) if lo * hi > 0 else fmpq(0)), e[j])
-        return grain(rational(max(least, 0.0)), self.fmt)
+        v = grain(rational(max(least, 0.0)), self.fmt)
+        return v if stored is None or stored[j] is None else max(v, stored[j])
+
+    def _floor(self, grains) -> int:
+        """The grain of any float evaluation of a sum of terms with these grains (None: an exact 0),
+        in any order, fused or not: every exact intermediate result is a multiple of 2^v, v the
+        least of them, and rounding to nearest keeps it one (the result is either representable,
+        or rounded to a multiple of a spacing above 2^v). All terms 0: the sum is 0, any grain."""
+        return min((g for g in grains if g is not None), default=self.fmt.emax)
+
+    def _keep(self, grains, bound):
+        """The grains kept for a token: only where some coordinate errs, one copy of each tuple."""
+        if not any(bound):
+            return None
+        grains = tuple(grains)
+        return self._shared.setdefault(grains, grains)
 
     def _exact(self, terms) -> int | None:
         """floats.exact_sum on terms (exponent, magnitude bound as a binary64 upper bound[, sign])."""
@@ -584,10 +605,10 @@ class Analysis:
         lo, hi = (x[j], x[j]) if is_point(x) else coordinate_range(x, j)
         return 1 if fdown(lo) >= e[j] else -1 if fup(hi) <= -e[j] else 0
 
-    def _ff_token(self, x, e, mag, values, eta, U, b, W, writers, where) -> tuple:
-        """(bounds, off): the output's error bounds, and per unit whether it is
-        proven off. ``mag``: the token's magnitude bound, ``values`` its known
-        values (None: none); ``writers[i]``: the units with a
+    def _ff_token(self, x, e, mag, values, stored, eta, U, b, W, writers, where) -> tuple:
+        """(bounds, off, grains): the output's error bounds, per unit whether it is
+        proven off, and the output's grains (_floor). ``mag``: the token's magnitude bound,
+        ``values`` its known values (None: none), ``stored`` its grains; ``writers[i]``: the units with a
         nonzero weight on output coordinate i (exact or rounded); ``where()``
         names the token for a message. A sum the exact evaluation lemma covers
         (floats.exact_limit: every term on one grid, few enough bits) has no
@@ -597,20 +618,15 @@ class Analysis:
 
         def gx(j: int) -> int | None:  # coordinate j's grain, found where a sum needs it
             if j not in known:
-                known[j] = self._grain(x, e, j, values)
+                known[j] = self._grain(x, e, j, values, stored)
             return known[j]
         status, dz, rho, smag, gs = [], [], [], [], []
         for k, row in enumerate(U):
             lo, hi = (row.dot(x),) * 2 if is_point(x) else projection_range(x, row.exact, None)
             lo, hi = lo + b.exact[k], hi + b.exact[k]
-            exact = self._sterbenz(x, e, row, b, k)  # one coordinate times 2^k plus a bias
-            if exact:
-                j = row.power[0]
-                g = min((v for v in (b.grains[k], _times(row.grains[j], gx(j))) if v is not None), default=None)
-            else:
-                g = self._exact([(b.grains[k], b.abs("hat", k))] + [
-                    (_times(row.grains[j], gx(j)), mul(row.abs("hat", j), mag[j])) for j in row.nonzero["hat"]])
-                exact = g is not None
+            exact = self._sterbenz(x, e, row, b, k) or self._exact([(b.grains[k], b.abs("hat", k))] + [
+                (_times(row.grains[j], gx(j)), mul(row.abs("hat", j), mag[j])) for j in row.nonzero["hat"]]) is not None
+            g = self._floor([b.grains[k]] + [_times(row.grains[j], gx(j)) for j in row.nonzero["hat"]])
             if exact:  # computed exactly: only the parameters' rounding and the operands' errors
                 rounding = add(row.absdot("delta", mag), b.abs("delta", k))
             else:
@@ -620,7 +636,7 @@ class Analysis:
                                mul(n, c.tiny))
             err = add(row.absdot("exact", e), rounding)
             least = sub_down(fdown(lo), err)  # σ̂_k = relu(ẑ_k) is 0 or ẑ_k ≥ least
-            g = max(g if g is not None else -inf, grain(rational(max(least, 0.0)), self.fmt))
+            g = max(g, grain(rational(max(least, 0.0)), self.fmt))
             if not err and lo == hi != 0:  # ẑ_k = z_k: a multiple of its own lowest bit
                 g = max(g, valuation(lo))
             if add(fup(hi), err) <= 0:
@@ -639,6 +655,7 @@ class Analysis:
         plain = copy or eta.exact[0] == 0 and eta.hat[0] == 0
         # where no live unit writes, every term but η̂ x̂_i is 0·relu or Ŵ·0: x̂_i + 0 + … = x̂_i, 0·x̂_i + … = 0
         out = list(e) if copy else [0.0] * d
+        grains = list(stored) if copy and stored else [None] * d  # a copied x̂_i keeps its grain
         erred = [j for j, v in enumerate(e) if v]
         for i in range(d):
             live = [k for k in writers[i] if status[k] != "off"]
@@ -670,7 +687,8 @@ class Analysis:
             if self._exact(grid) is None:  # else the sum is computed exactly: no rounding of its own
                 total += (mul(c.gamma(max(count, 1)), terms), mul(count, c.tiny))
             out[i] = add(*total)
-        return tuple(out), tuple(v == "off" for v in status)
+            grains[i] = self._floor(t[0] for t in grid)
+        return tuple(out), tuple(v == "off" for v in status), grains
 
     # ---- attention
 
@@ -693,11 +711,12 @@ class Analysis:
         plain = rho.exact[0] == rho.hat[0] and rho.hat[0] in (0, 1)  # ρ̂ x̂_c is x̂_c or 0, exactly
         copied = [plain and V.zero_row(c) for c in range(self.d)]  # and V's row c is 0: x̂_c + 0 or 0 + 0
         forget = rho.exact[0] == 0 and rho.hat[0] == 0  # the output is V m_i alone
-        new, values, sa = [], [], self.model.blocks[step.block].sa
+        new, values, gr, sa = [], [], [], self.model.blocks[step.block].sa
         for j, seq in enumerate(step.before):
             o = self.offsets[j]
             errs = self.err[o:o + len(seq)]
             mags = self.mag[o:o + len(seq)]
+            vals, stored = self.val[o:o + len(seq)], self.gr[o:o + len(seq)]
             known = None  # per token, the known values of its attention mean (hardmax): ``mean(i)``
             if A.literal_zero:
                 means = [self._uniform(seq, mags, errs, softmax)] * len(seq)
@@ -708,9 +727,9 @@ class Analysis:
                 raise Failed(f"{'A' if step.uniform else 'V'} is the zero matrix but not stored as 0: "
                              f"its float products need not be exact zeros")
             else:
-                means = self._hardmax(step.attention[j], seq, mags, errs, self.val[o:o + len(seq)], A, sa, j)
+                means = self._hardmax(step.attention[j], seq, mags, errs, vals, stored, A, sa, j)
                 known = [att.argmax[0] for att in step.attention[j]]  # unique: _hardmax proved it
-            per_mean, outs, tied = {}, {}, []  # by the mean's identity (a hardmax mean is its argmax's)
+            per_mean, outs, tied, grains = {}, {}, [], {}  # by the mean's identity (a hardmax mean is its argmax's)
 
             def mean(i: int):
                 """The known values of token i's mean: its argmax token's, or the tie average (once)."""
@@ -732,8 +751,29 @@ class Analysis:
                 bound, v = self._settle(v, x, outs[slot])
                 new.append(bound)
                 values.append(v)
-        self.err, self.val = new, values
+                if any(bound) and known not in (None, "tied"):  # a copied argmax token: the grains of m̂
+                    if (at := which if not rho.hat[0] else i) not in grains:  # with ρ̂ = 0, the mean's alone
+                        grains[at] = self._sa_grains(rho, V, copied, means[i][2], lambda c: self._grain(
+                            seq[i], e, c, vals[i], stored[i]))
+                    gr.append(self._keep(grains[at], bound))
+                else:
+                    gr.append(None)
+        self.err, self.val, self.gr = new, values, gr
         self._refresh(after)
+
+    def _sa_grains(self, rho: Rounded, V: Matrix, copied: list[bool], gm: list, gq) -> list:
+        """The grains (_floor) of ρ̂ x̂_c + (V̂ m̂)_c, m̂ a copied token of grains gm, gq(c) x̂_c's:
+        in either form V̂ m̂ sums products of ŝ m̂_c and of û_kc v̂_kb m̂_b (a dense entry
+        ŝ[c = b] + Σ_k û_kc v̂_kb first, or v̂_k·m̂ first)."""
+        out = []
+        for c in range(self.d):
+            terms = [_times(rho.grains[0], gq(c))] if rho.hat[0] else []
+            if not copied[c]:
+                terms.append(_times(V.scale.grains[0], gm[c]))
+                terms += [_times(_times(u.grains[c], v.grains[b]), gm[b])
+                          for u, v in V.terms if u.hat[c] for b in v.nonzero["hat"]]
+            out.append(self._floor(terms))
+        return out
 
     def _check_matrix(self, m: Matrix, name: str) -> None:
         """A dense scale·I + Σ u vᵀ, its product with any token (or a mean of
@@ -829,7 +869,7 @@ class Analysis:
             return add(dot(dq, near), dot(ax, both), self._score_error(A, m, zero)(mi, zero, xi), rho_a)
         return error
 
-    def _hardmax(self, attention, seq, mags, errs, vals, A: Matrix, sa: SA, j: int) -> list:
+    def _hardmax(self, attention, seq, mags, errs, vals, stored, A: Matrix, sa: SA, j: int) -> list:
         M, E = self._seq_max(mags), self._seq_max(errs)
         score_error = self._score_error(A, M, E)
         table, out, grains = None, [], {}
@@ -849,7 +889,7 @@ class Analysis:
                             raise Failed(f"token [{j}, {i}]: argmax gap {approx(s[a] - v)} to token {l} ≤ its "
                                          f"score difference's error {approx(bound)}")
             if a not in grains:
-                grains[a] = [self._grain(seq[a], errs[a], c, vals[a]) for c in range(self.d)]
+                grains[a] = [self._grain(seq[a], errs[a], c, vals[a], stored[a]) for c in range(self.d)]
             out.append((errs[a], mags[a], grains[a]))  # one argmax: copied exactly
         return out
 
