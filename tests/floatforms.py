@@ -18,7 +18,7 @@ import random
 from flint import arb, ctx, fmpq
 
 from tfcert.verify.enclose import coordinate_range
-from tfcert.verify.floats import FORMATS, round_nearest
+from tfcert.verify.floats import FORMATS, grain, round_nearest
 from tfcert.verify.formats import LowRank, Model
 
 SCORE_FORMS = ("dense", "dense_t", "vector", "vector_t", "bilinear")
@@ -91,11 +91,7 @@ class Run:
 
 def spacing(x: fmpq, fmt) -> fmpq:
     """The spacing of the format's numbers in [2^e, 2^(e+1)) ∋ x (x > 0), or tiny below the normal range."""
-    if x < fmt.normal:
-        return fmt.tiny
-    e = int(x.p).bit_length() - int(x.q).bit_length()
-    e = e if fmpq(2) ** e <= x else e - 1
-    return fmpq(2) ** (e - fmt.precision + 1)
+    return fmpq(2) ** grain(x, fmt)
 
 
 def exp_within(t: fmpq, fmt, push: int) -> fmpq:

@@ -624,9 +624,10 @@ class Analysis:
         for k, row in enumerate(U):
             lo, hi = (row.dot(x),) * 2 if is_point(x) else projection_range(x, row.exact, None)
             lo, hi = lo + b.exact[k], hi + b.exact[k]
-            exact = self._sterbenz(x, e, row, b, k) or self._exact([(b.grains[k], b.abs("hat", k))] + [
-                (_times(row.grains[j], gx(j)), mul(row.abs("hat", j), mag[j])) for j in row.nonzero["hat"]]) is not None
-            g = self._floor([b.grains[k]] + [_times(row.grains[j], gx(j)) for j in row.nonzero["hat"]])
+            term_grains = [b.grains[k]] + [_times(row.grains[j], gx(j)) for j in row.nonzero["hat"]]
+            exact = self._sterbenz(x, e, row, b, k) or self._exact(list(zip(term_grains, [b.abs("hat", k)] + [
+                mul(row.abs("hat", j), mag[j]) for j in row.nonzero["hat"]]))) is not None
+            g = self._floor(term_grains)
             if exact:  # computed exactly: only the parameters' rounding and the operands' errors
                 rounding = add(row.absdot("delta", mag), b.abs("delta", k))
             else:
