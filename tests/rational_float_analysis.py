@@ -484,7 +484,9 @@ class Analysis:
             mags = self.mag[o:o + len(seq)]
             vals, stored = self.val[o:o + len(seq)], self.gr[o:o + len(seq)]
             known = None  # per token, the known values of its attention mean (hardmax): ``mean(i)``
-            if A.literal_zero:
+            if softmax and len(seq) == 1 and is_point(seq[0]):  # ŝ/τ̂ is finite: the checks above
+                means = [self._alone(seq[0], mags[0], errs[0])]
+            elif A.literal_zero:
                 means = [self._uniform(seq, mags, errs, softmax)] * len(seq)
                 known = "tied" if not softmax else None
             elif softmax:
@@ -716,6 +718,14 @@ class Analysis:
                 raise Failed(f"token [{j}, {i}]: the softmax weights' errors are unbounded (H = {approx(H)} ≥ 1)")
             out.append((em, mm))
         return out
+
+    def _alone(self, x_a, m_a: list, e_a: list) -> tuple:
+        """The softmax mean of one token: ê/ê, exp's error cancels; x̂ times three roundings
+        (verify/float_analysis.py says why)."""
+        fmt, g3 = self.fmt, self.fmt.gamma(3)
+        em = [up(e + g3 * m + 2 * fmt.tiny) if m else e for e, m in zip(e_a, m_a)]
+        return (em, [up((1 + g3) * m + 2 * fmt.tiny) if m else m for m in m_a],
+                [grain(max(abs(v) - e, ZERO), fmt) if m else None for v, e, m in zip(x_a, em, m_a)])
 
     def _exact_product(self, V: Matrix, gm: list, mm: list) -> list[bool]:
         """Per coordinate: whether each form of (V̂ m̂)_c is exact (verify/float_analysis.py)."""

@@ -143,8 +143,9 @@ PARTS = {
     # every run the float model allows computes them alike, its error then |x̂ − x| itself;
     # the lemma with each term's sign in an FF output, so that a hat's cancelling units fit;
     # a token's grains from the terms that computed it, kept where it errs, so that a code a
-    # rounded sum made meets a snap on the grid its terms share)
-    "float analysis": (("floats.py", "float_analysis.py", "determined.py"), 900),
+    # rounded sum made meets a snap on the grid its terms share; a softmax sequence of one token,
+    # whose weight ê/ê cancels exp's error, its mean on its binade's grid)
+    "float analysis": (("floats.py", "float_analysis.py", "determined.py"), 910),
 }
 
 

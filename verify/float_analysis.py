@@ -719,7 +719,9 @@ class Analysis:
             mags = self.mag[o:o + len(seq)]
             vals, stored = self.val[o:o + len(seq)], self.gr[o:o + len(seq)]
             known = None  # per token, the known values of its attention mean (hardmax): ``mean(i)``
-            if A.literal_zero:
+            if softmax and len(seq) == 1 and is_point(seq[0]):  # ŝ/τ̂ is finite: the checks above
+                means = [self._alone(seq[0], mags[0], errs[0])]
+            elif A.literal_zero:
                 means = [self._uniform(seq, mags, errs, softmax)] * len(seq)
                 known = "tied" if not softmax else None
             elif softmax:
@@ -1008,6 +1010,24 @@ class Analysis:
             for l in same:
                 out[l] = (em, mm)
         return out
+
+    def _alone(self, x_a: Vec, m_a: list, e_a: list) -> tuple:
+        """(error, magnitude, grains) of the softmax mean of a sequence of one token a. Its
+        weight is ê/Ŝ with Ŝ = ê (ẑ − max = 0 and a sum of one term, both exact), so exp's
+        error cancels and every form is x̂_a times at most three roundings (Higham, Lemma 3.1):
+        fl(fl(ê·x̂_a)·fl(1/ê)) after the sum, fl(fl(ê·x̂_a)/ê), or before it
+        fl(fl(ê·fl(1/ê))·x̂_a) and fl(fl(ê/ê)·x̂_a) = x̂_a. Underflow: a product with x̂_a's
+        tiny/2, times a factor within 1 + 5u of 1 and rounded (tiny/2 more): below 2·tiny.
+        So |m̂ − x_a| ≤ e_a + γ_3|x̂_a| + 2·tiny, the exact mean being x_a, and m̂_c = 0
+        exactly where x̂_a's coordinate is (a magnitude bound of 0). m̂_c is a number of the
+        format at least |x_a| − its error bound in magnitude: a multiple of that binade's
+        spacing (its grain, for the product with V)."""
+        g, tiny = self.c.gamma(3), mul(2, self.c.tiny)
+        em = [add(e, mul(g, m), tiny) if m else e for e, m in zip(e_a, m_a)]
+        mm = [add(m, mul(g, m), tiny) if m else m for m in m_a]
+        gm = [grain(rational(max(sub_down(fdown(abs(v)), e), 0.0)), self.fmt) if m else None
+              for v, e, m in zip(x_a, em, m_a)]
+        return em, mm, gm
 
     def _exact_product(self, V: Matrix, gm: list, mm: list) -> list[bool]:
         """Per coordinate c: whether each form of (V̂ m̂)_c a float run may use is exact by the
