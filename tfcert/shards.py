@@ -422,7 +422,8 @@ class ShardedReplay:
         docs = dict(zip(("model", "dataset", "certificate"), documents))
         positions = split([len(p.input) for p in ctx.dataset.pairs], self.k)
         self.shards = len(positions)
-        analyses = [a for a in observers if isinstance(a, float_claim.Analysis)]
+        # construct's analyses, but for those that already failed on its probe (construct/build.py)
+        analyses = [a for a in observers if isinstance(a, float_claim.Analysis) and a.failure is None]
         observe = [(a.fmt.name, a.give_up_above) for a in analyses]
         limits = {f.name: getattr(LIMITS, f.name) for f in fields(LIMITS)}
         sha256 = {slot: d.sha256 for slot, d in docs.items()}
