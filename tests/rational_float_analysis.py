@@ -507,7 +507,7 @@ class Analysis:
                     return known and self._values(o + known[i], seq[known[i]], errs[known[i]])
                 if not tied:  # a literal-zero A: every token of the sequence tied
                     tied.append(determined.mean([self._values(o + l, x, e) for l, (x, e) in
-                                                 enumerate(zip(seq, errs))], self.fmt))
+                                                 enumerate(zip(seq, errs))], self.fmt, range(self.d)))
                 return tied[0]
             for i, e in enumerate(errs):
                 which = (id(means[i][0]), id(means[i][1]))

@@ -80,7 +80,7 @@ def test_a_known_tie_average_is_what_every_evaluation_gives(case):
     """Hardmax over tied tokens (one coordinate each): Σ fl(1/n)·x̂_l, (Σ x̂_l)/n or
     (Σ x̂_l)·fl(1/n) (docs/float.md: a division or the rounded reciprocal), any order."""
     fmt, column = case
-    (got,) = determined.mean([(v,) for v in column], fmt)
+    (got,) = determined.mean([(v,) for v in column], fmt, range(1))
     n = len(column)
     k = round_nearest(fmpq(1, n), fmt)
     scaled = evaluations([("p", k, v) for v in column], fmt)
@@ -96,7 +96,7 @@ def test_a_tie_average_by_the_rounded_reciprocal_is_not_taken_as_known():
     gives 699/16, 1/32 away — so the mean is not known and the claim is not 0."""
     fmt = FORMATS["binary16"]
     toks = [fmpq(247, 2), fmpq(245, 32), fmpq(0)]
-    assert determined.mean([(v,) for v in toks], fmt) == (None,)
+    assert determined.mean([(v,) for v in toks], fmt, range(1)) == (None,)
     model, data = make(2, [block(2, rho=0, A={"scale": "0", "low_rank": []}, V={"scale": "1", "low_rank": []})],
                        [[(t, 0) for t in (F(247, 2), F(245, 32), F(0))]])
     (fb,) = audit(model, data, floats=("binary16",)).floats

@@ -236,7 +236,7 @@ def test_a_literal_zero_softmax_mean_stays_within_its_bound_whatever_exp_returns
     model = Model(2, "softmax", (Block(FF(one, (), (), ((), ())), SA(zero, LowRank(zero), LowRank(one))),), one)
     xs = [tuple(fmpq(a, scale) for a in p) for p in points]
     analysis = Analysis(model, [xs], fmt)
-    mean_error, _ = analysis._uniform(xs, analysis.mag, analysis.err, softmax=True)  # the mean's own bound
+    mean_error, _ = analysis._uniform(xs, analysis.mag, analysis.err, True, range(2))  # the mean's own bound
     for step in Replay(model, [xs]).steps():
         follow([analysis], step)
     analysis.finish()
@@ -262,7 +262,7 @@ def _uniform_bounds(xs: list[fmpq], fmt, softmax: bool) -> tuple[fmpq, fmpq]:
     if softmax and len(toks) == 1:
         (em,), (mm,), _ = analysis._alone(toks[0], analysis.mag[0], analysis.err[0])
     else:
-        (em,), (mm,) = analysis._uniform(toks, analysis.mag, analysis.err, softmax=softmax)
+        (em,), (mm,) = analysis._uniform(toks, analysis.mag, analysis.err, softmax, range(1))
     return fmpq(*em.as_integer_ratio()), fmpq(*mm.as_integer_ratio())
 
 

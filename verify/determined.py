@@ -91,20 +91,22 @@ def output(v, m, r, V, c: int, fmt: Format, entries: dict) -> fmpq | None:
     return runs.pop() if len(runs) == 1 else None
 
 
-def mean(tokens, fmt: Format) -> tuple | None:
+def mean(tokens, fmt: Format, read) -> tuple | None:
     """The hardmax average of a sequence's tokens (known values; None where
     unknown), all tied (a literal-zero A): where every form gives it — Σ
-    fl(1/n)·x̂_l, (Σ x̂_l)/n and (Σ x̂_l)·fl(1/n)."""
+    fl(1/n)·x̂_l, (Σ x̂_l)/n and (Σ x̂_l)·fl(1/n); on the coordinates ``read``
+    alone (V's: the others are not known)."""
     if any(t is None for t in tokens):
         return None
     n = len(tokens)
     k = round_nearest(fmpq(1, n), fmt)
-    out = []
-    for column in zip(*tokens):
+    out: list = [None] * len(tokens[0])
+    for c in read:
+        column = [t[c] for t in tokens]
         summed = total([(ONE, v) for v in column], fmt)
         scaled = None if summed is None else total([(k, v) for v in column], fmt)
         runs = {None} if summed is None else {scaled, round_nearest(summed / n, fmt), round_nearest(summed * k, fmt)}
-        out.append(runs.pop() if len(runs) == 1 else None)
+        out[c] = runs.pop() if len(runs) == 1 else None
     return tuple(out)
 
 

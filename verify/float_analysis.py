@@ -232,6 +232,13 @@ class Matrix:
             return d
         return len({j for u, v in self.terms for j in (*u.nonzero["hat"], *v.nonzero["hat"])})
 
+    def columns(self, d: int) -> tuple[int, ...]:
+        """The coordinates of x that M x and M̂ x read, in every form: all d where the scale
+        is not 0, else where some v is not 0 (exact or rounded)."""
+        if self.scale.exact[0] or self.scale.hat[0]:
+            return tuple(range(d))
+        return tuple(sorted({j for _, v in self.terms for j in v.support}))
+
     def zero_row(self, c: int) -> bool:
         """Row c of the matrix is 0 as stored and rounded: its product with
         anything is an exact 0 in the float run."""
@@ -722,7 +729,7 @@ class Analysis:
             if softmax and len(seq) == 1 and is_point(seq[0]):  # ŝ/τ̂ is finite: the checks above
                 means = [self._alone(seq[0], mags[0], errs[0])]
             elif A.literal_zero:
-                means = [self._uniform(seq, mags, errs, softmax)] * len(seq)
+                means = [self._uniform(seq, mags, errs, softmax, V.columns(self.d))] * len(seq)
                 known = "tied" if not softmax else None
             elif softmax:
                 means = self._softmax(seq, mags, errs, A, sa, j)
@@ -740,7 +747,7 @@ class Analysis:
                     return known and self._values(o + known[i], seq[known[i]], errs[known[i]])
                 if not tied:  # a literal-zero A: every token of the sequence tied
                     tied.append(determined.mean([self._values(o + l, x, e) for l, (x, e) in
-                                                 enumerate(zip(seq, errs))], self.fmt))
+                                                 enumerate(zip(seq, errs))], self.fmt, V.columns(self.d)))
                 return tied[0]
             for i, e in enumerate(errs):
                 which = (id(means[i][0]), id(means[i][1]))
@@ -787,7 +794,7 @@ class Analysis:
         for u, v in m.terms:
             self._check_range(2 * max(u.absdot("hat", self.X), v.absdot("hat", self.X)), f"a low-rank product of {name}")
 
-    def _uniform(self, seq, mags, errs, softmax: bool) -> tuple:
+    def _uniform(self, seq, mags, errs, softmax: bool, read) -> tuple:
         """The mean over a sequence whose scores are literal zeros (A stored as 0): every
         float score, scaled score and difference from the max is exactly 0. Hardmax averages
         every token; softmax weighs each by ê_l = exp(0), within κ = 4u of 1, so q_l = ê_l / Σ ê
@@ -800,22 +807,23 @@ class Analysis:
         product with the rounded reciprocal of Σ ê, (1 + θ_{n+2})/(1 + θ̄), θ̄ the weighted mean
         of the roundings of Σ ê, η = (1 + γ_{n+2})/(1 − γ_{n−1}) − 1. Underflow: the n
         products' (tiny/2 each, at most doubled by what follows), the division's, and the n
-        weights' (tiny/2 each, times |x̂_l|). The magnitude bounds |m̂| and |m| alike."""
+        weights' (tiny/2 each, times |x̂_l|). The magnitude bounds |m̂| and |m| alike, on the
+        coordinates ``read`` (Matrix.columns: V's); the others are left 0, and nothing reads them."""
         fmt, c, n = self.fmt, self.c, len(seq)
         if softmax and not round_nearest(self.model.temperature, fmt) > 0:
             raise Failed(f"the temperature rounds to 0 in {fmt.name}: 0/0 is NaN")
         kappa = 2 * EXP_ULPS * fmt.unit if softmax else fmpq(0)
         rho, beta = fup((1 + kappa) / (1 - kappa)), fup(2 * kappa / (1 - kappa))
         eta = fup((1 + fmt.gamma(n + 2)) / (1 - fmt.gamma(n - 1)) - 1) if softmax else c.gamma(n + 1)
-        em, mm = [], []
-        for k in range(self.d):
+        em, mm = [0.0] * self.d, [0.0] * self.d
+        for k in read:
             ranges = [coordinate_range(x, k) for x in seq]  # |x_l − c| ≤ half, c the midpoint
             half = fup((max(r[1] for r in ranges) - min(r[0] for r in ranges)) / 2)
             mean_e = div(add(*(e[k] for e in errs)), n)
             mean_m = div(add(*(m[k] for m in mags)), n)
             underflow = mul(c.tiny, add(float(n + 1), mul(n, mean_m)))
-            em.append(add(mul(beta, add(half, mean_e)), mean_e, mul(eta, mul(rho, mean_m)), underflow))
-            mm.append(add(mul(add(1.0, eta), mul(rho, mean_m)), underflow))
+            em[k] = add(mul(beta, add(half, mean_e)), mean_e, mul(eta, mul(rho, mean_m)), underflow)
+            mm[k] = add(mul(add(1.0, eta), mul(rho, mean_m)), underflow)
         return em, mm
 
     def _score_error(self, A: Matrix, M, E):
