@@ -318,7 +318,8 @@ def test_the_survey_files_are_what_their_commands_print():
     assert (results / "float-data-limits.txt").read_text() == float_survey.data_limits(200) + "\n"
 
 
-@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@pytest.mark.slow  # about 5 s
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(datasets(max_d=6, max_n_seq=8, max_len=6, max_tokens=40), st.sampled_from(["hardmax", "softmax"]))
 def test_a_format_that_fails_on_constructs_probe_fails_on_the_whole(ds, attention):
     """construct analyses a large dataset's formats on its first sequences first and drops a
