@@ -93,7 +93,8 @@ def float_analyses(model: Model, dataset: Dataset) -> list[Analysis]:
     analysed, and cost more than the binary64 claim's analysis before they do."""
     inputs = [p.input for p in dataset.pairs]
     useful = 1 + max(abs(v) for p in dataset.pairs for y in p.output for v in y)
-    probe = _first(inputs, sum(map(len, inputs)) // 16) if sum(map(len, inputs)) > PROBE else None
+    tokens = sum(map(len, inputs))
+    probe = _first(inputs, tokens // 16) if tokens > PROBE else None
     tried = {a.fmt.name: a for a in _analysed(model, probe, useful)} if probe else {}
     return [tried[fmt.name] if fmt.name in tried and tried[fmt.name].failure is not None else
             Analysis(model, inputs, fmt, give_up_above=useful) for fmt in FORMATS.values()]
