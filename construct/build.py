@@ -75,6 +75,7 @@ def _phases(progress, attention: str):
 
 
 PROBE = 4096  # tokens: above this, each format is first analysed on the first sequences (a 16th)
+PROBE_BLOCKS = 256  # the probe's least number of blocks (else a 16th of them)
 
 
 def float_analyses(model: Model, dataset: Dataset) -> list[Analysis]:
@@ -84,13 +85,15 @@ def float_analyses(model: Model, dataset: Dataset) -> list[Analysis]:
     targets — gives a ``float`` claim.
 
     On a dataset of more than PROBE tokens each format is first analysed on
-    the first sequences holding a 16th of them, and one that fails there is
-    not analysed again: it fails on the whole (its stopped analysis is
-    returned, and ignores the replay). A token's bound depends on its own
-    sequence alone and a range check on the tokens' maxima, which the whole
-    only raises, so the whole fails too, at that block or before. The
-    narrow formats mostly fail in the first blocks, where every token is
-    analysed, and cost more than the binary64 claim's analysis before they do."""
+    the first sequences holding a 16th of them, through the first 16th of
+    the blocks (at least PROBE_BLOCKS), and one that fails there is not
+    analysed again: it fails on the whole (its stopped analysis is returned,
+    and ignores the replay). A token's bound depends on its own sequence
+    alone and a range check on the tokens' maxima, which the whole only
+    raises, so the whole fails too, at that block or before. The narrow
+    formats mostly fail in the first blocks, where every token is analysed,
+    and cost more than the binary64 claim's analysis before they do; a
+    format that survives the probe costs it little more."""
     inputs = [p.input for p in dataset.pairs]
     useful = 1 + max(abs(v) for p in dataset.pairs for y in p.output for v in y)
     tokens = sum(map(len, inputs))
@@ -111,13 +114,15 @@ def _first(inputs: list, tokens: int) -> list:
 
 
 def _analysed(model: Model, inputs: list, useful: fmpq) -> list[Analysis]:
-    """Every format's analysis of the model on ``inputs``, along one replay."""
+    """Every format's analysis of the model on ``inputs`` along one replay, through its first
+    16th of the blocks (at least PROBE_BLOCKS)."""
     analyses = [Analysis(model, inputs, fmt, give_up_above=useful) for fmt in FORMATS.values()]
+    blocks = max(len(model.blocks) // 16, PROBE_BLOCKS)
     for step in Replay(model, inputs).steps():
+        if step.block >= blocks or all(a.failure is not None for a in analyses):
+            break
         for analysis in analyses:
             analysis.step(step)
-        if all(a.failure is not None for a in analyses):
-            break
     return analyses
 
 
