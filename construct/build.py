@@ -85,10 +85,11 @@ def float_analyses(model: Model, dataset: Dataset) -> list[Analysis]:
     targets — gives a ``float`` claim.
 
     On a dataset of more than PROBE tokens each format is first analysed on
-    the first sequences holding a 16th of them, through the first 16th of
-    the blocks (at least PROBE_BLOCKS), and one that fails there is not
-    analysed again: it fails on the whole (its stopped analysis is returned,
-    and ignores the replay). A token's bound depends on its own sequence
+    the first sequences holding a 16th of them (unless those are all of them:
+    one long sequence), through the first 16th of the blocks (at least
+    PROBE_BLOCKS), and one that fails there is not analysed again: it fails
+    on the whole (its stopped analysis is returned, and ignores the
+    replay). A token's bound depends on its own sequence
     alone and a range check on the tokens' maxima, which the whole only
     raises, so the whole fails too, at that block or before. The narrow
     formats mostly fail in the first blocks, where every token is analysed,
@@ -97,8 +98,9 @@ def float_analyses(model: Model, dataset: Dataset) -> list[Analysis]:
     inputs = [p.input for p in dataset.pairs]
     useful = 1 + max(abs(v) for p in dataset.pairs for y in p.output for v in y)
     tokens = sum(map(len, inputs))
-    probe = _first(inputs, tokens // 16) if tokens > PROBE else None
-    tried = {a.fmt.name: a for a in _analysed(model, probe, useful)} if probe else {}
+    probe = _first(inputs, tokens // 16)
+    tried = ({a.fmt.name: a for a in _analysed(model, probe, useful)}
+             if tokens > PROBE and len(probe) < len(inputs) else {})
     return [tried[fmt.name] if fmt.name in tried and tried[fmt.name].failure is not None else
             Analysis(model, inputs, fmt, give_up_above=useful) for fmt in FORMATS.values()]
 
