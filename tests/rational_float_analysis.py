@@ -95,6 +95,12 @@ class Matrix:
             return d
         return len({j for u, v in self.terms for j in (*u.nonzero["hat"], *v.nonzero["hat"])})
 
+    def columns(self, d: int) -> tuple[int, ...]:
+        """The coordinates of x that M x and M̂ x read (verify/float_analysis.py)."""
+        if self.scale.exact[0] or self.scale.hat[0]:
+            return tuple(range(d))
+        return tuple(sorted({j for _, v in self.terms for j in v.support}))
+
     def zero_row(self, c: int) -> bool:
         """Row c of the matrix is 0 as stored and rounded: its product with
         anything is an exact 0 in the float run."""
@@ -725,7 +731,7 @@ class Analysis:
         fmt, g3 = self.fmt, self.fmt.gamma(3)
         em = [up(e + g3 * m + 2 * fmt.tiny) if m else e for e, m in zip(e_a, m_a)]
         return (em, [up((1 + g3) * m + 2 * fmt.tiny) if m else m for m in m_a],
-                [grain(max(abs(v) - e, ZERO), fmt) if m else None for v, e, m in zip(x_a, em, m_a)])
+                [self._grain(x_a, em, c) for c in range(self.d)])
 
     def _exact_product(self, V: Matrix, gm: list, mm: list) -> list[bool]:
         """Per coordinate: whether each form of (V̂ m̂)_c is exact (verify/float_analysis.py)."""

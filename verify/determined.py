@@ -81,9 +81,8 @@ def output(v, m, r, V, c: int, fmt: Format, entries: dict) -> fmpq | None:
     x̂_c; ``entries`` keeps the dense rows per (matrix, c)."""
     s = V.scale.hat[0]
     if (id(V), c) not in entries:
-        cols = range(len(m)) if s else sorted({j for _, w in V.terms for j in w.support})
         entries[(id(V), c)] = (V, [(j, total([(s, ONE)] * (j == c) + [(u.hat[c], w.hat[j]) for u, w in V.terms], fmt))
-                                   for j in cols])
+                                   for j in V.columns(len(m))])
     dense = [(e, m[j]) for j, e in entries[(id(V), c)][1]]
     low = [(s, m[c])] + [(u.hat[c], total([(w.hat[j], m[j]) for j in w.support], fmt)) for u, w in V.terms]
     runs = {total([(r, v)] + terms, fmt) for terms in (dense, low)}

@@ -718,6 +718,7 @@ class Analysis:
             return  # x̂ + 0·(finite) = x̂ exactly
         plain = rho.exact[0] == rho.hat[0] and rho.hat[0] in (0, 1)  # ρ̂ x̂_c is x̂_c or 0, exactly
         copied = [plain and V.zero_row(c) for c in range(self.d)]  # and V's row c is 0: x̂_c + 0 or 0 + 0
+        read = V.columns(self.d)  # the coordinates of a mean that V reads
         forget = rho.exact[0] == 0 and rho.hat[0] == 0  # the output is V m_i alone
         new, values, gr, sa = [], [], [], self.model.blocks[step.block].sa
         for j, seq in enumerate(step.before):
@@ -729,7 +730,7 @@ class Analysis:
             if softmax and len(seq) == 1 and is_point(seq[0]):  # ŝ/τ̂ is finite: the checks above
                 means = [self._alone(seq[0], mags[0], errs[0])]
             elif A.literal_zero:
-                means = [self._uniform(seq, mags, errs, softmax, V.columns(self.d))] * len(seq)
+                means = [self._uniform(seq, mags, errs, softmax, read)] * len(seq)
                 known = "tied" if not softmax else None
             elif softmax:
                 means = self._softmax(seq, mags, errs, A, sa, j)
@@ -747,7 +748,7 @@ class Analysis:
                     return known and self._values(o + known[i], seq[known[i]], errs[known[i]])
                 if not tied:  # a literal-zero A: every token of the sequence tied
                     tied.append(determined.mean([self._values(o + l, x, e) for l, (x, e) in
-                                                 enumerate(zip(seq, errs))], self.fmt, V.columns(self.d)))
+                                                 enumerate(zip(seq, errs))], self.fmt, read))
                 return tied[0]
             for i, e in enumerate(errs):
                 which = (id(means[i][0]), id(means[i][1]))
@@ -1033,9 +1034,7 @@ class Analysis:
         g, tiny = self.c.gamma(3), mul(2, self.c.tiny)
         em = [add(e, mul(g, m), tiny) if m else e for e, m in zip(e_a, m_a)]
         mm = [add(m, mul(g, m), tiny) if m else m for m in m_a]
-        gm = [grain(rational(max(sub_down(fdown(abs(v)), e), 0.0)), self.fmt) if m else None
-              for v, e, m in zip(x_a, em, m_a)]
-        return em, mm, gm
+        return em, mm, [self._grain(x_a, em, c) for c in range(self.d)]
 
     def _exact_product(self, V: Matrix, gm: list, mm: list) -> list[bool]:
         """Per coordinate c: whether each form of (V̂ m̂)_c a float run may use is exact by the
