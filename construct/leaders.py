@@ -155,13 +155,15 @@ def _decisions(groups: list[list[tuple[fmpq, fmpq]]]) -> fmpq:
     return fmpq(1) if least is None else least
 
 
-def placement_grid(exact: fmpq, rounded) -> fmpq:
+def placement_grid(exact: fmpq, rounded, apart=None) -> fmpq:
     """The coarsest grid, at most COARSEST, on which the rounded points (``rounded(grid)``: their
     groups, as _decisions takes them) keep at least 3/4 of the margin ``exact`` of the points on
     the circle: rounding then changes no decision of the collapse, and a float run keeps most of
-    its room."""
+    its room. ``apart(grid)``, where given, must hold too: d ≤ 3 needs every leader's rounded side
+    value, its code, distinct across the whole dataset, and the P leaders' τ lie 1/(16(n+1))
+    apart, so past about 120 sequences COARSEST merges neighbours (coupled_codes)."""
     grid = COARSEST
-    while _decisions(rounded(grid)) < 3 * exact / 4:
+    while _decisions(rounded(grid)) < 3 * exact / 4 or (apart is not None and not apart(grid)):
         grid /= 2
     return grid
 
@@ -192,7 +194,10 @@ def choose_radius(dataset: Dataset, sides: list[fmpq]) -> fmpq:
     radius = CIRCLE
     while True:
         codes = sorted(radius / CIRCLE * abs(v) for v in sides)
-        if codes[0] > reach and (min_gap(codes) or ONE) >= 1:
+        gap = min_gap(codes)  # None: one code; 0 (not "no gap"): two leaders share a side, no R parts them
+        if gap == 0:
+            raise AssertionError("two leaders share a code")  # a construction bug: place's grid keeps them apart
+        if codes[0] > reach and (gap is None or gap >= 1):
             return radius
         radius *= 2
 
@@ -231,7 +236,11 @@ def place(dataset: Dataset, seqs, picks: list[tuple[int, int, int]], drop: fmpq)
             by.setdefault(j, []).append(circle_point(tau, q))
         return list(by.values())
 
-    grid = placement_grid(_decisions(coupled(fmpq(1, 2 ** 60))), coupled)
+    def coupled_codes(q: fmpq) -> bool:  # the code is the side: two leaders on one side value share a snap
+        sides = [circle_point(tau, q)[1] for tau in taus]
+        return len(set(sides)) == len(sides)
+
+    grid = placement_grid(_decisions(coupled(fmpq(1, 2 ** 60))), coupled, coupled_codes)
     points = [circle_point(tau, grid) for tau in taus]
     gain = choose_radius(dataset, [sd for _, sd in points]) / CIRCLE
     out = []
