@@ -76,6 +76,22 @@ class Rounded:
         return total
 
 
+
+def _lone_runs(x: fmpq, fmt: Format) -> set | None:
+    """The values a one-token sequence's softmax mean takes on a coordinate of known value x: exp(0)
+    any number of the format within 4u of 1 (spacing u below 1, 2u above), each normalisation
+    (p = ê/ê = 1; p = fl(ê·fl(1/ê)); fl(ê·x)/ê; fl(ê·x)·fl(1/ê)); None where one overflows."""
+    u, out = fmt.unit, {x}
+    for e in (1 - 4 * u, 1 - 3 * u, 1 - 2 * u, 1 - u, fmpq(1), 1 + 2 * u, 1 + 4 * u):
+        try:
+            r, y = round_nearest(1 / e, fmt), round_nearest(e * x, fmt)
+            out |= {round_nearest(round_nearest(e * r, fmt) * x, fmt), round_nearest(y / e, fmt),
+                    round_nearest(y * r, fmt)}
+        except OverflowError:
+            return None
+    return out
+
+
 @dataclass(frozen=True)
 class Matrix:
     """scale·I + Σ u vᵀ with its rounded parts, for bilinear bounds."""
@@ -491,7 +507,9 @@ class Analysis:
             vals, stored = self.val[o:o + len(seq)], self.gr[o:o + len(seq)]
             known = None  # per token, the known values of its attention mean (hardmax): ``mean(i)``
             if softmax and len(seq) == 1 and is_point(seq[0]):  # ŝ/τ̂ is finite: the checks above
-                means = [self._alone(seq[0], mags[0], errs[0])]
+                v = self._values(o, seq[0], errs[0]) or (None,) * self.d
+                runs = [None if c is None else _lone_runs(c, self.fmt) for c in v]
+                means, known = [self._alone(seq[0], mags[0], errs[0], v, runs)], "alone"
             elif A.literal_zero:
                 means = [self._uniform(seq, mags, errs, softmax)] * len(seq)
                 known = "tied" if not softmax else None
@@ -508,7 +526,9 @@ class Analysis:
             per_mean, outs, tied = {}, {}, []  # by the mean's identity (a hardmax mean is its argmax's)
 
             def mean(i: int):
-                """The known values of token i's mean: its argmax token's, or the tie average (once)."""
+                """The known values of token i's mean: its argmax token's, the tie average (once), a lone token's."""
+                if known == "alone":
+                    return tuple(min(r) if r is not None and len(r) == 1 else None for r in runs)
                 if known != "tied":
                     return known and self._values(o + known[i], seq[known[i]], errs[known[i]])
                 if not tied:  # a literal-zero A: every token of the sequence tied
@@ -725,13 +745,19 @@ class Analysis:
             out.append((em, mm))
         return out
 
-    def _alone(self, x_a, m_a: list, e_a: list) -> tuple:
+    def _alone(self, x_a, m_a: list, e_a: list, values, runs: list) -> tuple:
         """The softmax mean of one token: ê/ê, exp's error cancels; x̂ times three roundings
-        (verify/float_analysis.py says why)."""
+        (verify/float_analysis.py says why); where x̂_c is known, the values its runs take."""
         fmt, g3 = self.fmt, self.fmt.gamma(3)
         em = [up(e + g3 * m + 2 * fmt.tiny) if m else e for e, m in zip(e_a, m_a)]
-        return (em, [up((1 + g3) * m + 2 * fmt.tiny) if m else m for m in m_a],
-                [self._grain(x_a, em, c) for c in range(self.d)])
+        mm = [up((1 + g3) * m + 2 * fmt.tiny) if m else m for m in m_a]
+        grains = [self._grain(x_a, em, c) for c in range(self.d)]
+        for c, r in enumerate(runs):
+            if r is not None:
+                em[c] = up(e_a[c] + max(abs(m - values[c]) for m in r))
+                mm[c] = max(abs(m) for m in r)
+                grains[c] = min((valuation(m) for m in r if m), default=None)
+        return em, mm, grains
 
     def _exact_product(self, V: Matrix, gm: list, mm: list) -> list[bool]:
         """Per coordinate: whether each form of (V̂ m̂)_c is exact (verify/float_analysis.py)."""

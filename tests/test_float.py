@@ -260,7 +260,7 @@ def _uniform_bounds(xs: list[fmpq], fmt, softmax: bool) -> tuple[fmpq, fmpq]:
     toks = [(x,) for x in xs]
     analysis = Analysis(model, [toks], fmt)
     if softmax and len(toks) == 1:
-        (em,), (mm,), _ = analysis._alone(toks[0], analysis.mag[0], analysis.err[0])
+        (em,), (mm,), _ = analysis._alone(toks[0], analysis.mag[0], analysis.err[0], (None,), [None])  # x̂ not known
     else:
         (em,), (mm,) = analysis._uniform(toks, analysis.mag, analysis.err, softmax, range(1))
     return fmpq(*em.as_integer_ratio()), fmpq(*mm.as_integer_ratio())
@@ -304,6 +304,55 @@ def test_a_one_token_softmax_mean_stays_within_its_bound_whatever_exp_returns(na
     runs += [r(r(e * xh) * r(1 / e)) for e in weights] + [r(r(e * r(1 / e)) * xh) for e in weights]  # reciprocals
     assert all(abs(m - x) <= em and abs(m) <= mm for m in runs)
     assert max(abs(m - x) for m in runs) > fmpq(3, 5) * em
+
+
+@pytest.mark.parametrize("name", list(FORMATS))
+@settings(max_examples=60, deadline=None)
+@given(st.integers(1, 2 ** 11 - 1), st.integers(-20, -4), st.booleans())  # |x| < 128: x² fits binary16
+def test_a_lone_tokens_known_mean_is_bounded_by_exactly_the_values_its_runs_take(name, m, exp, negative):
+    """n = 1 and x̂ known: determined.alone lists the values m̂ takes, every number of the format
+    within 4u of 1 as exp(0), each normalisation computed here on its own; the bound _alone
+    takes from them is attained, and the mean is known (a copy, as under hardmax) exactly
+    where they are one value."""
+    from tfcert.verify import determined
+    from tfcert.verify.check import follow
+    from tfcert.verify.float_analysis import Analysis
+    from tfcert.verify.formats import FF, SA, Block, LowRank, Model
+
+    fmt = FORMATS[name]
+    r = lambda q: round_nearest(q, fmt)  # noqa: E731
+    x = r(fmpq(-m if negative else m) * fmpq(2) ** exp)
+    weights = [1 + k * fmt.unit for k in (-4, -3, -2, -1, 0, 2, 4)]
+    runs = {r(r(e * x) / e) for e in weights} | {r(r(e / e) * x) for e in weights}
+    runs |= {r(r(e * x) * r(1 / e)) for e in weights} | {r(r(e * r(1 / e)) * x) for e in weights}
+    assert determined.alone(x, fmt) == runs
+    one, zero = fmpq(1), fmpq(0)
+    model = Model(1, "softmax", (Block(FF(one, (), (), ((),)), SA(zero, LowRank(zero), LowRank(one))),), one)
+    analysis = Analysis(model, [[(x,)]], fmt)
+    (em,), (mm,), (g,) = analysis._alone((x,), analysis.mag[0], analysis.err[0], (x,), [frozenset(runs)])
+    worst, close = max(abs(v - x) for v in runs), 1 + fmpq(1, 2 ** 45)  # bounds rounded up a few times
+    assert worst <= fmpq(*em.as_integer_ratio()) <= worst * close
+    assert max(abs(v) for v in runs) == fmpq(*mm.as_integer_ratio())  # a number of the format: binary64 holds it
+    assert all(v / fmpq(2) ** g == int(v / fmpq(2) ** g) for v in runs)
+    for step in Replay(model, [[(x,)]]).steps():
+        follow([analysis], step)
+    analysis.finish()
+    assert analysis.bound == 0 if runs == {x} else analysis.bound >= worst  # (V̂ m̂ need not be proven exact)
+
+
+@pytest.mark.parametrize("seed", [43, 59, 163, 179])
+def test_a_one_token_softmax_dataset_whose_runs_all_copy_gets_claims_of_0(seed, tmp_path):
+    """Survey datasets of one token (equal means): every normalisation returns the token's known
+    values whatever exp(0) returns, so the collapse copies it as a hardmax does, the snaps land it
+    exactly, and every format's claim is 0 (before: a bound of γ_3 of the code carried through)."""
+    import float_survey
+
+    _, doc = float_survey.dataset(seed)
+    path = tmp_path / "dataset.json"
+    path.write_text(json.dumps(doc))
+    cert = json.loads(build(path, "softmax").files["certificate.json"])
+    claims = {c["format"]: c["bound"] for c in cert["phases"][-1]["claims"] if c["kind"] == "float"}
+    assert claims == {name: "0" for name in FORMATS}
 
 
 @pytest.mark.slow  # about 10 s: the 200 datasets drawn again

@@ -144,9 +144,10 @@ PARTS = {
     # the lemma with each term's sign in an FF output, so that a hat's cancelling units fit;
     # a token's grains from the terms that computed it, kept where it errs, so that a code a
     # rounded sum made meets a snap on the grid its terms share; a softmax sequence of one token,
-    # whose weight ê/ê cancels exp's error, its mean on its binade's grid; a uniform mean and a
-    # tie average taken on the coordinates V reads alone)
-    "float analysis": (("floats.py", "float_analysis.py", "determined.py"), 915),
+    # whose weight ê/ê cancels exp's error, its mean on its binade's grid, and where the token is
+    # known, the values each exp(0) within 4u of 1 and each normalisation give it, computed; a
+    # uniform mean and a tie average taken on the coordinates V reads alone)
+    "float analysis": (("floats.py", "float_analysis.py", "determined.py"), 940),
 }
 
 

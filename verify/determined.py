@@ -18,9 +18,11 @@ that lands every run on the same float passes no error on.
 A value is an exact rational (a number of the format); None: not known."""
 from __future__ import annotations
 
+from functools import lru_cache
+
 from flint import fmpq
 
-from tfcert.verify.floats import Format, exact_sum, round_nearest, valuation
+from tfcert.verify.floats import Format, exact_sum, exp_zero, round_nearest, valuation
 
 ZERO, ONE = fmpq(0), fmpq(1)
 
@@ -107,6 +109,22 @@ def mean(tokens, fmt: Format, read) -> tuple | None:
         runs = {None} if summed is None else {scaled, round_nearest(summed / n, fmt), round_nearest(summed * k, fmt)}
         out[c] = runs.pop() if len(runs) == 1 else None
     return tuple(out)
+
+
+@lru_cache(maxsize=1 << 16)  # a collapse's codes recur across sequences
+def alone(x: fmpq, fmt: Format) -> frozenset | None:
+    """Every value a float run may give the softmax mean of a sequence of one token, on a coordinate
+    of known value x (None: one overflows). Its weight is ê/Ŝ with Ŝ = ê = exp(0) (exp_zero); the
+    mean is fl(ê/ê)·x = x, fl(fl(ê·fl(1/ê))·x), fl(fl(ê·x)/ê) or fl(fl(ê·x)·fl(1/ê)), each computed."""
+    runs = {x}
+    try:
+        for e in exp_zero(fmt):
+            r, y = round_nearest(1 / e, fmt), round_nearest(e * x, fmt)
+            runs |= {round_nearest(round_nearest(e * r, fmt) * x, fmt), round_nearest(y / e, fmt),
+                     round_nearest(y * r, fmt)}
+    except OverflowError:
+        return None
+    return frozenset(runs)
 
 
 def attention(values, m, rho, V, copied, after, bound, fmt: Format, entries: dict) -> tuple:

@@ -59,13 +59,12 @@ from flint import arb, ctx, fmpq
 
 from tfcert.verify import determined
 from tfcert.verify.enclose import PREC, bounds, coordinate_range, is_point, projection_range
-from tfcert.verify.floats import Format, exact_limit, grain, round_nearest, valuation
+from tfcert.verify.floats import EXP_ULPS, Format, exact_limit, grain, round_nearest, valuation
 from tfcert.verify.formats import SA, LowRank, Model
 from tfcert.verify.layers import Scores
 from tfcert.verify.numbers import Vec, key
 from tfcert.verify.shortcuts import Ranked
 
-EXP_ULPS = 2  # documented accuracy of exp: 2 ulps (relative error ≤ 4u; 2·tiny below the normal range)
 WHICH = ("exact", "hat", "delta")  # the three tuples of a Rounded
 
 
@@ -728,7 +727,10 @@ class Analysis:
             vals, stored = self.val[o:o + len(seq)], self.gr[o:o + len(seq)]
             known = None  # per token, the known values of its attention mean (hardmax): ``mean(i)``
             if softmax and len(seq) == 1 and is_point(seq[0]):  # ŝ/τ̂ is finite: the checks above
-                means = [self._alone(seq[0], mags[0], errs[0])]
+                v = self._values(o, seq[0], errs[0]) or (None,) * self.d
+                runs = [None if v[c] is None or c not in read else determined.alone(v[c], self.fmt)
+                        for c in range(self.d)]
+                means, known = [self._alone(seq[0], mags[0], errs[0], v, runs)], "alone"
             elif A.literal_zero:
                 means = [self._uniform(seq, mags, errs, softmax, read)] * len(seq)
                 known = "tied" if not softmax else None
@@ -743,7 +745,10 @@ class Analysis:
             per_mean, outs, tied, grains = {}, {}, [], {}  # by the mean's identity (a hardmax mean is its argmax's)
 
             def mean(i: int):
-                """The known values of token i's mean: its argmax token's, or the tie average (once)."""
+                """The known values of token i's mean: its argmax token's, the tie average (once), or
+                a lone token's where every run gives one value."""
+                if known == "alone":
+                    return tuple(next(iter(r)) if r is not None and len(r) == 1 else None for r in runs)
                 if known != "tied":
                     return known and self._values(o + known[i], seq[known[i]], errs[known[i]])
                 if not tied:  # a literal-zero A: every token of the sequence tied
@@ -762,7 +767,7 @@ class Analysis:
                 bound, v = self._settle(v, x, outs[slot])
                 new.append(bound)
                 values.append(v)
-                if any(bound) and known not in (None, "tied"):  # a copied argmax token: the grains of m̂
+                if any(bound) and known not in (None, "tied"):  # a copied argmax token or a lone one: m̂'s grains
                     if (at := which if not rho.hat[0] else i) not in grains:  # with ρ̂ = 0, the mean's alone
                         grains[at] = self._sa_grains(rho, V, copied, means[i][2], lambda c: self._grain(
                             seq[i], e, c, vals[i], stored[i]))
@@ -1020,7 +1025,7 @@ class Analysis:
                 out[l] = (em, mm)
         return out
 
-    def _alone(self, x_a: Vec, m_a: list, e_a: list) -> tuple:
+    def _alone(self, x_a: Vec, m_a: list, e_a: list, values, runs: list) -> tuple:
         """(error, magnitude, grains) of the softmax mean of a sequence of one token a. Its
         weight is ê/Ŝ with Ŝ = ê (ẑ − max = 0 and a sum of one term, both exact), so exp's
         error cancels and every form is x̂_a times at most three roundings (Higham, Lemma 3.1):
@@ -1030,11 +1035,19 @@ class Analysis:
         So |m̂ − x_a| ≤ e_a + γ_3|x̂_a| + 2·tiny, the exact mean being x_a, and m̂_c = 0
         exactly where x̂_a's coordinate is (a magnitude bound of 0). m̂_c is a number of the
         format at least |x_a| − its error bound in magnitude: a multiple of that binade's
-        spacing (its grain, for the product with V)."""
+        spacing (its grain, for the product with V). Where ``runs[c]`` holds every value m̂_c may
+        take (determined.alone, x̂_a's coordinate known: ``values[c]``), their own distance from
+        it, largest magnitude and least grain instead."""
         g, tiny = self.c.gamma(3), mul(2, self.c.tiny)
         em = [add(e, mul(g, m), tiny) if m else e for e, m in zip(e_a, m_a)]
         mm = [add(m, mul(g, m), tiny) if m else m for m in m_a]
-        return em, mm, [self._grain(x_a, em, c) for c in range(self.d)]
+        grains = [self._grain(x_a, em, c) for c in range(self.d)]
+        for c, r in enumerate(runs):
+            if r is not None:
+                em[c] = add(e_a[c], fup(max(abs(m - values[c]) for m in r)))
+                mm[c] = fup(max(abs(m) for m in r))
+                grains[c] = min((valuation(m) for m in r if m), default=None)
+        return em, mm, grains
 
     def _exact_product(self, V: Matrix, gm: list, mm: list) -> list[bool]:
         """Per coordinate c: whether each form of (V̂ m̂)_c a float run may use is exact by the

@@ -24,6 +24,7 @@ from flint import fmpq, fmpz
 from tfcert.verify.numbers import ZERO
 
 BOUND_BITS = 40  # significant bits kept by ``up``
+EXP_ULPS = 2  # documented accuracy of exp: 2 ulps (relative error ≤ 4u; 2·tiny below the normal range)
 
 
 @dataclass(frozen=True)
@@ -117,6 +118,13 @@ def up(q: fmpq) -> fmpq:
     top, bottom = (num << shift, den) if shift >= 0 else (num, den << -shift)
     m = -(-top // bottom)
     return fmpq(m, fmpz(1) << shift) if shift >= 0 else fmpq(m << -shift)
+
+
+@lru_cache(maxsize=None)
+def exp_zero(fmt: Format) -> tuple[fmpq, ...]:
+    """Every value a float run's exp(0) may take: the numbers of the format within 2·EXP_ULPS·u of 1."""
+    near = (1 + k * fmt.unit for k in range(-2 * EXP_ULPS, 2 * EXP_ULPS + 1))
+    return tuple(v for v in near if round_nearest(v, fmt) == v)
 
 
 # ---------------------------------------------------------------- exact evaluation
