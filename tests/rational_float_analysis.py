@@ -511,7 +511,7 @@ class Analysis:
                 runs = [None if c is None else _lone_runs(c, self.fmt) for c in v]
                 means, known = [self._alone(seq[0], mags[0], errs[0], v, runs)], "alone"
             elif A.literal_zero:
-                means = [self._uniform(seq, mags, errs, softmax)] * len(seq)
+                means = [self._uniform(seq, mags, errs, softmax, V.columns(self.d))] * len(seq)
                 known = "tied" if not softmax else None
             elif softmax:
                 sa = self.model.blocks[step.block].sa
@@ -574,23 +574,24 @@ class Analysis:
         for u, v in m.terms:
             self._check_range(2 * max(u.absdot("hat", self.X), v.absdot("hat", self.X)), f"a low-rank product of {name}")
 
-    def _uniform(self, seq, mags, errs, softmax: bool) -> tuple:
-        """The mean over literal-zero scores, hardmax or softmax (verify/float_analysis.py says why)."""
+    def _uniform(self, seq, mags, errs, softmax: bool, read) -> tuple:
+        """The mean over literal-zero scores, hardmax or softmax (verify/float_analysis.py says why),
+        on the coordinates V reads (``read``); the others 0, as nothing reads them."""
         fmt, n = self.fmt, len(seq)
         if softmax and not round_nearest(self.model.temperature, fmt) > 0:
             raise Failed(f"the temperature rounds to 0 in {fmt.name}: 0/0 is NaN")
         kappa = 2 * EXP_ULPS * fmt.unit if softmax else ZERO
         rho, beta = (1 + kappa) / (1 - kappa), 2 * kappa / (1 - kappa)
         eta = (1 + fmt.gamma(n + 2)) / (1 - fmt.gamma(n - 1)) - 1 if softmax else fmt.gamma(n + 1)
-        em, mm = [], []
-        for c in range(self.d):
+        em, mm = [ZERO] * self.d, [ZERO] * self.d
+        for c in read:
             ranges = [coordinate_range(x, c) for x in seq]
             half = (max(r[1] for r in ranges) - min(r[0] for r in ranges)) / 2
             mean_e = sum((e[c] for e in errs), ZERO) / n
             mean_m = sum((m[c] for m in mags), ZERO) / n
             underflow = fmt.tiny * (n + 1 + n * mean_m)
-            em.append(up(beta * (half + mean_e) + mean_e + eta * rho * mean_m + underflow))
-            mm.append(up((1 + eta) * rho * mean_m + underflow))
+            em[c] = up(beta * (half + mean_e) + mean_e + eta * rho * mean_m + underflow)
+            mm[c] = up((1 + eta) * rho * mean_m + underflow)
         return em, mm
 
     def _score_error(self, A: Matrix, M, E):
@@ -754,7 +755,7 @@ class Analysis:
         grains = [self._grain(x_a, em, c) for c in range(self.d)]
         for c, r in enumerate(runs):
             if r is not None:
-                em[c] = up(e_a[c] + max(abs(m - values[c]) for m in r))
+                em[c] = e_a[c] + max(abs(m - values[c]) for m in r)  # exact: no 40-bit rounding up
                 mm[c] = max(abs(m) for m in r)
                 grains[c] = min((valuation(m) for m in r if m), default=None)
         return em, mm, grains
