@@ -540,6 +540,7 @@ def test_temperature_rounding_to_zero_is_refused(fmt, tau, A):
         out = 1.0 * 0.0 + 0.0 * (np.exp(z - z) / np.exp(z - z))  # x + V m with V = 0
     assert not np.isfinite(out)
     assert fb.failure is not None, f"the float run gives {out}, certified bound {fb.bound}"
+    assert f"the temperature rounds to 0 in {fmt}" in fb.failure  # said plainly, not a division by zero
 
 
 # 18–20. Softmax weights relative to an exact argmax a (the pair bound ω_l and H = Σ p_k ζ_k): no hole

@@ -710,9 +710,10 @@ class Analysis:
             # the low-rank form's scale·⟨x_i, x_l⟩ forms ⟨x̂_i, x̂_l⟩ first, with a scale of 0 too (0·inf = NaN)
             self._check_range(dot(self.X, self.X), "⟨x_i, x_l⟩ (before the scale)")
             self._check_range(mul(self.longest, max(self.X, default=0.0)), "the sum of an attention average")
-            if softmax:
-                self._check_range(div(scores, fdown(round_nearest(self.model.temperature, self.fmt))),
-                                  "a scaled attention score")
+            if softmax:  # every softmax layer scales its scores by 1/τ̂: 0/0 is NaN where τ̂ = 0
+                if not (tau := round_nearest(self.model.temperature, self.fmt)) > 0:
+                    raise Failed(f"the temperature rounds to 0 in {self.fmt.name}: 0/0 is NaN")
+                self._check_range(div(scores, fdown(tau)), "a scaled attention score")
         if rho.exact[0] == 1 and rho.hat[0] == 1 and V.literal_zero:
             return  # x̂ + 0·(finite) = x̂ exactly
         plain = rho.exact[0] == rho.hat[0] and rho.hat[0] in (0, 1)  # ρ̂ x̂_c is x̂_c or 0, exactly
@@ -816,8 +817,6 @@ class Analysis:
         weights' (tiny/2 each, times |x̂_l|). The magnitude bounds |m̂| and |m| alike, on the
         coordinates ``read`` (Matrix.columns: V's); the others are left 0, and nothing reads them."""
         fmt, c, n = self.fmt, self.c, len(seq)
-        if softmax and not round_nearest(self.model.temperature, fmt) > 0:
-            raise Failed(f"the temperature rounds to 0 in {fmt.name}: 0/0 is NaN")
         kappa = 2 * EXP_ULPS * fmt.unit if softmax else fmpq(0)
         rho, beta = fup((1 + kappa) / (1 - kappa)), fup(2 * kappa / (1 - kappa))
         eta = fup((1 + fmt.gamma(n + 2)) / (1 - fmt.gamma(n - 1)) - 1) if softmax else c.gamma(n + 1)
