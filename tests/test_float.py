@@ -340,6 +340,26 @@ def test_a_lone_tokens_known_mean_is_bounded_by_exactly_the_values_its_runs_take
     assert analysis.bound == 0 if runs == {x} else analysis.bound >= worst  # (V̂ m̂ need not be proven exact)
 
 
+@pytest.mark.parametrize("name", list(FORMATS))
+@settings(max_examples=80, deadline=None)
+@given(st.data(), st.integers(-12, 12), st.booleans())
+def test_a_lone_token_is_copied_by_every_run_exactly_where_its_significand_is_below_5_4(name, data, exp,
+                                                                                      negative):
+    """docs/float.md (Limits): every exp(0) within 4u of 1 and every normalisation return x̂
+    itself exactly when x̂'s significand is at most 5/4 − 2 ulps, in every format; above, some
+    run is an ulp off. A d ≥ 4 code G + kS spans [G, 2G): about three quarters of the codes are
+    not copied exactly by every run, and the snap that follows carries that ulp."""
+    from tfcert.verify import determined
+
+    fmt = FORMATS[name]
+    ulp = fmpq(2) ** (1 - fmt.precision)
+    k = data.draw(st.one_of(st.integers(0, 2 ** (fmt.precision - 1) - 1), st.sampled_from(
+        [2 ** (fmt.precision - 3) + j for j in (-3, -2, -1, 0, 1)])))  # 5/4 is 1 + 2^(p−3) ulps
+    significand = 1 + k * ulp
+    x = (-significand if negative else significand) * fmpq(2) ** exp
+    assert (determined.alone(x, fmt) == {x}) == (significand <= fmpq(5, 4) - 2 * ulp)
+
+
 @pytest.mark.parametrize("seed", [43, 59, 163, 179])
 def test_a_one_token_softmax_dataset_whose_runs_all_copy_gets_claims_of_0(seed, tmp_path):
     """Survey datasets of one token (equal means): every normalisation returns the token's known
