@@ -13,6 +13,11 @@ their worst deviation relative to 1 + max|y|. The summary (per format: claims pr
 relative to 1 + max|y|; where no claim is within the limit, whether the runs miss it; where one is,
 how close the runs come to the bound) is printed at the end, and by ``--summary`` alone.
 
+``--attack``: where a binary32 bound is above 0 but numpy's runs are exact (datasets of at most 50
+tokens), the emulated attack of tests/floatforms.py (every score, V and normalisation form, forward,
+reversed, fused and random orders, exp(0) anywhere within its 4u) adds its worst run to the line
+(``attack``), relative to 1 + max|y|: how close a run the float model allows comes to the bound.
+
 ``--examples``: the bundles of certificates/ against real float runs
 (docs/results/float-examples.txt); ``--tables``: the measurement tables of tests/data/tables/,
 built in both attentions, against real float runs (docs/results/float-tables.txt, about three
@@ -146,6 +151,43 @@ def _numpy_seen(model, inputs, final, fmt: str) -> list:
         return ["overflow", "overflow"]
 
 
+def attack(row: dict) -> float:
+    """The emulated attack's worst binary32 run on the row's model, relative to 1 + max|y|: tests/
+    floatforms.py's fixed forms and 150/n random ones (at least 2; n tokens: a run costs about n),
+    each exp pushed to anywhere in its 4u (a lone token's worst run may need one of seven values of
+    exp(0) with one of four normalisations)."""
+    runs = max(2, 150 // row["tokens"])
+    import random
+
+    import floatforms
+    from tfcert.construct.bundle import build
+    from tfcert.verify.formats import parse_document, read_model
+
+    rng, within = random.Random(row["seed"]), floatforms.exp_within
+
+    def anywhere(t, fmt, push):  # every number of the format within exp's 4u, the interior ones too
+        if push == 0:
+            return within(t, fmt, 0)
+        values, x = [], within(t, fmt, -1)
+        while x <= within(t, fmt, 1):
+            values.append(x)
+            x += floatforms.spacing(x, fmt) if x > 0 else fmt.tiny
+        return rng.choice(values)
+    _, doc = dataset(row["seed"])
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "ds.json"
+        path.write_text(json.dumps(doc))
+        bundle = build(path, row["attention"])
+    model = read_model(parse_document("model.json", bundle.files["model.json"]))
+    inputs = [p.input for p in bundle.dataset.pairs]
+    floatforms.exp_within = anywhere
+    try:
+        seen = floatforms.worst(model, inputs, _final(model, inputs), "binary32", runs=runs, seed=row["seed"])
+    finally:
+        floatforms.exp_within = within
+    return float(Fraction(int(seen.p), int(seen.q)) / (1 + _top(bundle.dataset)))
+
+
 def summary(rows: list[dict]) -> str:
     lines = [f"{len(rows)} constructions ({len({r['seed'] for r in rows})} datasets, both attentions)"]
     for attention in ("hardmax", "softmax"):
@@ -192,6 +234,12 @@ def _tightness(rows: list[dict]) -> list[str]:
                             if ratios else ""))
         if exact:
             lines.append(f"  {fmt} claims of 0: {len(exact)}, numpy's runs exact on {sum(v == 0 for v in exact)}")
+    attacked = sorted((r["attack"]["binary32"] / r["relative"]["binary32"], r["seed"]) for r in rows if "attack" in r)
+    if attacked:
+        lines.append(f"  where numpy's binary32 runs are exact under a bound above 0 (≤ 50 tokens: {len(attacked)}), "
+                     f"the emulated attack's worst run / bound: lowest {attacked[0][0]:.2g} (seed {attacked[0][1]}), "
+                     f"median {attacked[len(attacked) // 2][0]:.2g}, below 0.01 on {sum(q < 0.01 for q, _ in attacked)}"
+                     + "".join(f" (seed {s})" for q, s in attacked if q < 0.01))
     return lines
 
 
@@ -386,6 +434,8 @@ def main(argv: list[str] | None = None) -> int:
                    help="only what the data rules out in each narrow format (datasets of at most 50 tokens)")
     p.add_argument("--examples", action="store_true", help="only the bundles of certificates/ against real runs")
     p.add_argument("--tables", action="store_true", help="only the measurement tables of tests/data/tables/")
+    p.add_argument("--attack", action="store_true", help="add the emulated attack's worst binary32 run to FILE's "
+                   "lines whose bound is above 0 while numpy's runs are exact (at most 50 tokens)")
     args = p.parse_args(argv)
     if args.dataset is not None:
         print(json.dumps(dataset(args.dataset)[1]))
@@ -397,8 +447,16 @@ def main(argv: list[str] | None = None) -> int:
         print(examples() if args.examples else tables())
         return 0
     rows = [json.loads(line) for line in args.out.read_text().splitlines()] if args.out.exists() and (
-        args.resume or args.summary) else []
-    if not args.summary:
+        args.resume or args.summary or args.attack) else []
+    if args.attack:
+        for row in rows:
+            if (row["tokens"] <= 50 and "attack" not in row and row.get("runs", {}).get("binary32") == 0
+                    and row.get("relative", {}).get("binary32", 0) > 0):
+                row["attack"] = {"binary32": attack(row)}
+                print(f"{row['seed']:3d} {row['attention']:7s} attack {row['attack']['binary32']:.3g}, bound "
+                      f"{row['relative']['binary32']:.3g}", file=sys.stderr, flush=True)
+                args.out.write_text("".join(json.dumps(r, sort_keys=True) + "\n" for r in rows))
+    elif not args.summary:
         done = {(r["seed"], r["attention"]) for r in rows}
         args.out.parent.mkdir(parents=True, exist_ok=True)
         with args.out.open("a" if args.resume else "w") as f:
