@@ -726,12 +726,12 @@ class Analysis:
             errs = self.err[o:o + len(seq)]
             mags = self.mag[o:o + len(seq)]
             vals, stored = self.val[o:o + len(seq)], self.gr[o:o + len(seq)]
-            known = None  # per token, the known values of its attention mean (hardmax): ``mean(i)``
+            known = None  # how the known values of a token's attention mean are found: ``mean(i)``
             if softmax and len(seq) == 1 and is_point(seq[0]):  # ŝ/τ̂ is finite: the checks above
-                v = self._values(o, seq[0], errs[0]) or (None,) * self.d
-                runs = [None if v[c] is None or c not in read else determined.alone(v[c], self.fmt)
+                lone = self._values(o, seq[0], errs[0]) or (None,) * self.d
+                runs = [None if lone[c] is None or c not in read else determined.alone(lone[c], self.fmt)
                         for c in range(self.d)]
-                means, known = [self._alone(seq[0], mags[0], errs[0], v, runs)], "alone"
+                means, known = [self._alone(seq[0], mags[0], errs[0], lone, runs)], "alone"
             elif A.literal_zero:
                 means = [self._uniform(seq, mags, errs, softmax, read)] * len(seq)
                 known = "tied" if not softmax else None
