@@ -163,16 +163,7 @@ def attack(row: dict) -> float:
     from tfcert.construct.bundle import build
     from tfcert.verify.formats import parse_document, read_model
 
-    rng, within = random.Random(row["seed"]), floatforms.exp_within
-
-    def anywhere(t, fmt, push):  # every number of the format within exp's 4u, the interior ones too
-        if push == 0:
-            return within(t, fmt, 0)
-        values, x = [], within(t, fmt, -1)
-        while x <= within(t, fmt, 1):
-            values.append(x)
-            x += floatforms.spacing(x, fmt) if x > 0 else fmt.tiny
-        return rng.choice(values)
+    within = floatforms.exp_within
     _, doc = dataset(row["seed"])
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "ds.json"
@@ -180,7 +171,7 @@ def attack(row: dict) -> float:
         bundle = build(path, row["attention"])
     model = read_model(parse_document("model.json", bundle.files["model.json"]))
     inputs = [p.input for p in bundle.dataset.pairs]
-    floatforms.exp_within = anywhere
+    floatforms.exp_within = floatforms.exp_anywhere(random.Random(row["seed"]))
     try:
         seen = floatforms.worst(model, inputs, _final(model, inputs), "binary32", runs=runs, seed=row["seed"])
     finally:

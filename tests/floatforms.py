@@ -113,6 +113,24 @@ def exp_within(t: fmpq, fmt, push: int) -> fmpq:
     return x if x >= target else x + spacing(x, fmt)
 
 
+
+def exp_anywhere(rng: random.Random):
+    """An exp_within whose pushes pick any number of the format within exp's 4u, the interior ones
+    too (exp_within pushes to the ends), at random: patch it in for exp_within. A lone softmax
+    token's worst run may need one of exp(0)'s seven values (1 − 3u, say) with one normalisation."""
+    within = exp_within  # the one this replaces
+
+    def pick(t: fmpq, fmt, push: int) -> fmpq:
+        if push == 0:
+            return within(t, fmt, 0)
+        values, x = [], within(t, fmt, -1)
+        while x <= within(t, fmt, 1):
+            values.append(x)
+            x += spacing(x, fmt) if x > 0 else fmt.tiny
+        return rng.choice(values)
+    return pick
+
+
 def _rounded(m: LowRank, run: Run):
     return run.r(m.scale), [([run.r(v) for v in u], [run.r(v) for v in w]) for u, w in m.terms]
 
