@@ -159,11 +159,12 @@ def placement_grid(exact: fmpq, rounded, apart=None) -> fmpq:
     """The coarsest grid, at most COARSEST, on which the rounded points (``rounded(grid)``: their
     groups, as _decisions takes them) keep at least 3/4 of the margin ``exact`` of the points on
     the circle: rounding then changes no decision of the collapse, and a float run keeps most of
-    its room. ``apart(grid)``, where given, must hold too: d ≤ 3 needs every leader's rounded side
-    value, its code, distinct across the whole dataset, and the P leaders' τ lie 1/(16(n+1))
-    apart, so past about 120 sequences COARSEST merges neighbours (coupled_codes)."""
+    its room. ``apart(points)``, where given, must hold of those rounded points too: d ≤ 3 needs
+    every leader's rounded side value, its code, distinct across the whole dataset, and the P
+    leaders' τ lie 1/(16(n+1)) apart, so past about 120 sequences COARSEST merges neighbours
+    (distinct_codes)."""
     grid = COARSEST
-    while _decisions(rounded(grid)) < 3 * exact / 4 or (apart is not None and not apart(grid)):
+    while _decisions(points := rounded(grid)) < 3 * exact / 4 or (apart is not None and not apart(points)):
         grid /= 2
     return grid
 
@@ -236,11 +237,11 @@ def place(dataset: Dataset, seqs, picks: list[tuple[int, int, int]], drop: fmpq)
             by.setdefault(j, []).append(circle_point(tau, q))
         return list(by.values())
 
-    def coupled_codes(q: fmpq) -> bool:  # the code is the side: two leaders on one side value share a snap
-        sides = [circle_point(tau, q)[1] for tau in taus]
+    def distinct_codes(groups: list[list[tuple[fmpq, fmpq]]]) -> bool:  # every leader's point, by sequence
+        sides = [sd for group in groups for _, sd in group]  # the code is the side: one side, one snap
         return len(set(sides)) == len(sides)
 
-    grid = placement_grid(_decisions(coupled(fmpq(1, 2 ** 60))), coupled, coupled_codes)
+    grid = placement_grid(_decisions(coupled(fmpq(1, 2 ** 60))), coupled, distinct_codes)
     points = [circle_point(tau, grid) for tau in taus]
     gain = choose_radius(dataset, [sd for _, sd in points]) / CIRCLE
     out = []
