@@ -290,18 +290,24 @@ def test_a_tie_average_that_loses_every_small_token_stays_within_its_bound(name,
     assert abs(runs[0] - exact) > reach * em  # the attack is as strong as claimed: a loosened bound shows too
 
 
+def _lone_runs(xh: fmpq, fmt) -> list[fmpq]:
+    """Every softmax mean of one token x̂ a float run may give, computed here on its own: each
+    number of the format within 4u of 1 as exp(0), each normalisation — fl(fl(ê x̂)/ê),
+    fl(ê/ê)·x̂, and either with the rounded reciprocal 1/ê."""
+    r = lambda q: round_nearest(q, fmt)  # noqa: E731 - one rounding per operation
+    weights = [1 + k * fmt.unit for k in (-4, -3, -2, -1, 0, 2, 4)]  # every number within 4u of 1
+    return ([r(r(e * xh) / e) for e in weights] + [r(r(e / e) * xh) for e in weights]
+            + [r(r(e * xh) * r(1 / e)) for e in weights] + [r(r(e * r(1 / e)) * xh) for e in weights])
+
+
 @pytest.mark.parametrize("name,x", [("binary16", fmpq(1279501, 1024000)), ("bfloat16", fmpq(159501, 128000))])
 def test_a_one_token_softmax_mean_stays_within_its_bound_whatever_exp_returns(name, x):
     """n = 1: m̂ = fl(fl(ê x̂)/ê) or fl(ê/ê)·x̂, or either with the rounded reciprocal 1/ê, for
     every ê within 4u of 1; x̂ = x rounded, off by almost half an ulp. The roundings beside the
     input's reach 0.6 of the bound, e + γ_3|x̂| (exp's error cancels in ê/ê)."""
     fmt = FORMATS[name]
-    r = lambda q: round_nearest(q, fmt)  # noqa: E731
-    u, xh = fmt.unit, round_nearest(x, fmt)
     em, mm = _uniform_bounds([x], fmt, softmax=True)
-    weights = [1 + k * u for k in (-4, -3, -2, -1, 0, 2, 4)]  # every number of the format within 4u of 1
-    runs = [r(r(e * xh) / e) for e in weights] + [r(r(e / e) * xh) for e in weights]
-    runs += [r(r(e * xh) * r(1 / e)) for e in weights] + [r(r(e * r(1 / e)) * xh) for e in weights]  # reciprocals
+    runs = _lone_runs(round_nearest(x, fmt), fmt)
     assert all(abs(m - x) <= em and abs(m) <= mm for m in runs)
     assert max(abs(m - x) for m in runs) > fmpq(3, 5) * em
 
@@ -322,9 +328,7 @@ def test_a_lone_tokens_known_mean_is_bounded_by_exactly_the_values_its_runs_take
     fmt = FORMATS[name]
     r = lambda q: round_nearest(q, fmt)  # noqa: E731
     x = r(fmpq(-m if negative else m) * fmpq(2) ** exp)
-    weights = [1 + k * fmt.unit for k in (-4, -3, -2, -1, 0, 2, 4)]
-    runs = {r(r(e * x) / e) for e in weights} | {r(r(e / e) * x) for e in weights}
-    runs |= {r(r(e * x) * r(1 / e)) for e in weights} | {r(r(e * r(1 / e)) * x) for e in weights}
+    runs = set(_lone_runs(x, fmt))
     assert determined.alone(x, fmt) == runs
     one, zero = fmpq(1), fmpq(0)
     model = Model(1, "softmax", (Block(FF(one, (), (), ((),)), SA(zero, LowRank(zero), LowRank(one))),), one)
