@@ -5,9 +5,14 @@ which the collapse copies and the snaps read.
 After the separation every token is (t, 1, 0, …). The circle lies in the
 plane of the "up" coordinate 2 (the anchor, 1 for every other token) and a
 "side" coordinate. Its points are rounded to a dyadic grid (placement_grid:
-2^-8 where that changes no collapse decision), so that a hat writes them,
-and the collapse reads them, with few significant bits — exactly, in
-binary16 too, where its inputs are exact.
+2^-4 for d ≥ 4, 2^-8 for d ≤ 3, where that keeps 3/4 of every collapse
+decision's margin), so that a hat writes them, and the collapse reads them,
+with few significant bits — exactly, in binary16 too, where its inputs are
+exact. For d ≥ 4 a hat's products of a move of six bits with units of five fit
+binary16's eleven (with 2^-8, ten bits, they rounded, and the slopes magnified
+it). For d ≤ 3 the side value is the code: with six bits the float runs of
+survey seed 54 landed exactly while its bound stayed (the analysis does not see
+the rounding of t cancel), so ten.
 
 * d ≥ 4: the circle's plane is (up, coordinate 3). A sequence's leaders
   sit on the ring of m_max points at angles 2πr/m_max (ring): the P leader
@@ -18,7 +23,8 @@ binary16 too, where its inputs are exact.
   leader holds code/G there for the codes G, G + S, …, G + (Σm − 1)·S
   (choose_codes: G a power of two above every target's coordinate 2 plus
   3/2, S = G/2^b for at most 2^b codes), and the collapse's V = G·e_up e_4ᵀ
-  copies it exactly.
+  copies it exactly. Under softmax, one token to a sequence, the codes are
+  held 3G higher (lifted), which every float run's softmax copies.
 * d ≤ 3 has no coordinate to spare: the code is the side value (coordinate 3;
   d = 2: coordinate 1, t itself, the circle mirrored to negative values,
   below every t) times the collapse's gain R/4 (a power of two), so codes
@@ -41,14 +47,15 @@ from dataclasses import dataclass
 import mpmath
 from flint import fmpq
 
-from tfcert.construct.hats import Hat, Projections, flat_hat, hat_blocks, min_gap, power_below, tent_hat
+from tfcert.construct.hats import HALF_TOKENS, Hat, Projections, flat_hat, hat_blocks, min_gap, power_below, tent_hat
 from tfcert.construct.phase import Phase, frozen
 from tfcert.verify.formats import SA, Dataset, LowRank
 from tfcert.verify.numbers import ONE, ZERO, Vec, dot, scale, sub, unit
 
 UP = 1  # the anchor coordinate: 1 for every token after the separation
 CIRCLE = fmpq(4)  # the leaders' circle: radius 4 beats every non-leader's score (≤ 1.4) by a wide margin
-COARSEST = fmpq(1, 256)  # the placement grid at its coarsest: ten significant bits on the circle
+RING = fmpq(1, 16)  # d ≥ 4: the placement grid at its coarsest, six significant bits on the circle
+COARSEST = fmpq(1, 256)  # d ≤ 3: ten, the codes' (see placement_grid)
 
 
 def side(d: int) -> int:
@@ -73,10 +80,11 @@ class Leader:
     output: int  # the index of its target in the pair's output list
     point: Vec  # where it goes
     gain: fmpq  # the collapse's V scales what it copies by this (a power of two: exact in floats)
+    lift: fmpq = ZERO  # what the collapse writes above the code, which the snap phase's first block takes off
 
     def code(self, d: int) -> fmpq:
-        """What the collapse writes into coordinate 2 for the tokens that attend to this leader."""
-        return self.gain * code_sign(d) * self.point[code_axis(d)]
+        """What coordinate 2 holds, after the lift is taken off, for the tokens that attend to this leader."""
+        return self.gain * code_sign(d) * self.point[code_axis(d)] - self.lift
 
 
 def collapse_sa(d: int, gain: fmpq) -> SA:
@@ -155,15 +163,15 @@ def _decisions(groups: list[list[tuple[fmpq, fmpq]]]) -> fmpq:
     return fmpq(1) if least is None else least
 
 
-def placement_grid(exact: fmpq, rounded, apart=None) -> fmpq:
-    """The coarsest grid, at most COARSEST, on which the rounded points (``rounded(grid)``: their
+def placement_grid(exact: fmpq, rounded, apart=None, coarsest: fmpq = COARSEST) -> fmpq:
+    """The coarsest grid, at most ``coarsest``, on which the rounded points (``rounded(grid)``: their
     groups, as _decisions takes them) keep at least 3/4 of the margin ``exact`` of the points on
     the circle: rounding then changes no decision of the collapse, and a float run keeps most of
     its room. ``apart(points)``, where given, must hold of those rounded points too: d ≤ 3 needs
     every leader's rounded side value, its code, distinct across the whole dataset, and the P
-    leaders' τ lie 1/(16(n+1)) apart, so past about 120 sequences COARSEST merges neighbours
+    leaders' τ lie 1/(16(n+1)) apart, so past about 120 sequences 2^-8 merges neighbours
     (distinct_codes)."""
-    grid = COARSEST
+    grid = coarsest
     while _decisions(points := rounded(grid)) < 3 * exact / 4 or (apart is not None and not apart(points)):
         grid /= 2
     return grid
@@ -203,12 +211,31 @@ def choose_radius(dataset: Dataset, sides: list[fmpq]) -> fmpq:
         radius *= 2
 
 
-def place(dataset: Dataset, seqs, picks: list[tuple[int, int, int]], drop: fmpq) -> list[Leader]:
+LIFT = 3  # the lift of lifted codes, in units of G
+
+
+def lifted(dataset: Dataset, before: Phase, attention: str) -> bool:
+    """Whether the leaders hold their codes lifted by 3G: under softmax, d ≥ 4, every sequence
+    one token, more than one code, and every t exact in every float run (the separation's
+    ``exact``: the tent hats then write every code exactly). A softmax over one token multiplies
+    it by exp(0)/exp(0), rounded, and every float run gives back a number of significand at most
+    5/4 − 2 ulps unchanged (docs/float.md, Limits), while the codes' values code/G ∈ [1, 2) mostly
+    lie above it (one sequence's one code, G, does not). Lifted, (code + 3G)/G ∈ [4, 5) has such a
+    significand (b ≤ p − 4 for the format's p), the collapse copies it exactly, and the snap phase's
+    first block takes 3G off, exactly (Sterbenz: x ∈ [4G, 5G), 3G ≤ x ≤ 6G). Where t errs, so does
+    a code, and lifted it would err as much relative to a value 4 times larger."""
+    seqs = before.tokens
+    return (attention == "softmax" and dataset.d >= 4 and len(seqs) > 1 and all(len(s) == 1 for s in seqs)
+            and before.exact)
+
+
+def place(dataset: Dataset, seqs, picks: list[tuple[int, int, int]], drop: fmpq,
+          lifted_codes: bool = False) -> list[Leader]:
     """Every leader's point and the collapse's gain. A placed leader's t moves down by 2·``drop``
     (d ≥ 3), below every token and every later window: a power of two, so that the hat's
     weights on t are small multiples of powers of two and a float run computes its products, on
     the leader and on the tokens it drops, exactly where t is exact (d = 2: t is the mirrored
-    side, negative)."""
+    side, negative). ``lifted_codes``: the codes are held LIFT·G higher (lifted)."""
     d = dataset.d
     groups: dict[int, list[int]] = {}
     for j, _, r in picks:
@@ -220,14 +247,15 @@ def place(dataset: Dataset, seqs, picks: list[tuple[int, int, int]], drop: fmpq)
             points = ring(m, q)
             return [points[:k] for k in sizes]
 
-        points = ring(m, placement_grid(_decisions(prefixes(fmpq(1, 2 ** 60))), prefixes))
+        points = ring(m, placement_grid(_decisions(prefixes(fmpq(1, 2 ** 60))), prefixes, coarsest=RING))
         gain, spacing = choose_codes(dataset, len(picks))
+        above = LIFT * gain if lifted_codes else ZERO
         out = []
         for k, (j, i, r) in enumerate(picks):
             point = list(seqs[j][i])
             point[0] -= 2 * drop
-            point[UP], point[side(d)], point[code_axis(d)] = *points[r], (gain + k * spacing) / gain
-            out.append(Leader(dataset.pairs[j].index, i, r, tuple(point), gain))
+            point[UP], point[side(d)], point[code_axis(d)] = *points[r], (gain + k * spacing + above) / gain
+            out.append(Leader(dataset.pairs[j].index, i, r, tuple(point), gain, above))
         return out
     taus = coupled_taus(dataset)
 
@@ -254,7 +282,7 @@ def place(dataset: Dataset, seqs, picks: list[tuple[int, int, int]], drop: fmpq)
     return out
 
 
-def leader_phase(dataset: Dataset, before: Phase, per_layer: int) -> Phase:
+def leader_phase(dataset: Dataset, before: Phase, per_layer: int, attention: str = "hardmax") -> Phase:
     """The leader hats' blocks, the last one's attention the collapse
     (collapse_sa), their claims, the leaders and the tokens after them.
 
@@ -270,7 +298,7 @@ def leader_phase(dataset: Dataset, before: Phase, per_layer: int) -> Phase:
     big = fmpq(1, 64)  # K, the least power of two above the spread of t plus 1/64
     while big < keys[-1] - keys[0] + fmpq(1, 64):
         big *= 2
-    leaders = place(dataset, seqs, choose(dataset, seqs), big)
+    leaders = place(dataset, seqs, choose(dataset, seqs), big, lifted(dataset, before, attention))
     gain = leaders[0].gain
     g = unit(d, 0)  # the hats act on t alone: one coordinate, each pre-activation exact in floats (Sterbenz)
     position = {p.index: j for j, p in enumerate(dataset.pairs)}
@@ -286,9 +314,11 @@ def leader_phase(dataset: Dataset, before: Phase, per_layer: int) -> Phase:
         source = seqs[position[leader.sequence]][leader.token]
         k = bisect_left(keys, source[0])
         gap = min(min_gap(keys[max(k - 1, 0):k + 2]) or ONE, ONE)  # ≤ 1: windows stay clear of placed leaders
-        shape = tent_hat if before.exact else flat_hat
-        return shape(g, source, gap, sub(leader.point, source), ((leader.sequence, leader.token),),
-                     leader.point, above=drop if highest else None)
+        if before.exact:
+            return tent_hat(g, source, gap, sub(leader.point, source), ((leader.sequence, leader.token),),
+                            leader.point, above=drop if highest else None)
+        return flat_hat(g, source, gap, sub(leader.point, source), ((leader.sequence, leader.token),),
+                        leader.point, above=drop if highest else None, half=len(keys) <= HALF_TOKENS)
 
     def t_of(leader: Leader) -> fmpq:
         return seqs[position[leader.sequence]][leader.token][0]

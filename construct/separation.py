@@ -23,7 +23,7 @@ from itertools import combinations, count, islice
 import numpy as np
 from flint import fmpq
 
-from tfcert.construct.hats import (Projections, dense, direction, flat_hat, hat_blocks, identity_sa, integral,
+from tfcert.construct.hats import (HALF_TOKENS, Projections, dense, direction, flat_hat, hat_blocks, identity_sa, integral,
                                    min_gap, power_below, sparse)
 from tfcert.construct.phase import Phase, frozen
 from tfcert.verify.floats import FORMATS, exact_sum, round_nearest, valuation
@@ -168,7 +168,7 @@ def separation(dataset: Dataset, attention: str, before: Phase) -> tuple[Phase, 
     projected = {(p.index, i): alpha * dot(w, x) + beta for p, s in zip(dataset.pairs, seqs) for i, x in enumerate(s)}
     hats = [flat_hat(e_t, (b.t,) + (ONE,) + rest, min(b.gap, ONE), scale(b.delta, e_t),
                      tuple((p.index, i) for p, s in zip(dataset.pairs, seqs) for i, x in enumerate(s) if x == b.value),
-                     (b.t + b.delta, ONE) + rest) for b in bumps]
+                     (b.t + b.delta, ONE) + rest, half=sum(map(len, seqs)) <= HALF_TOKENS) for b in bumps]
     blocks, hat_claims = hat_blocks([[h] for h in hats], d, first + 1, Projections(projected), sa)
     bumped = [[(t, ONE) + rest for t in row] for row in ts]
     return (Phase("bump", (first, block + 1), (Block(ff, identity_sa()), *blocks), tuple(hat_claims), frozen(bumped)),

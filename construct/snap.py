@@ -19,6 +19,9 @@ r = 3R'/4, gap the least distance between two codes. Then r + R' < gap keeps
 every other code's plateau outside the window, and every placed target stays
 1 below every window (codes exceed max y_1 + 3/2, so R' ≥ 1/2). A wider plateau
 gives a larger τ* and absorbs the rounding of large codes.
+
+Where the leaders' codes are lifted (leaders.lifted), the phase's first block
+takes the lift off every token first: one constant unit, exact in floats.
 """
 from __future__ import annotations
 
@@ -26,11 +29,11 @@ from dataclasses import dataclass
 
 from flint import fmpq
 
-from tfcert.construct.hats import binary32_grid, dyadic_near, identity_sa, min_gap
+from tfcert.construct.hats import dyadic_near, exact_grid, identity_sa, min_gap
 from tfcert.construct.leaders import UP, Leader
 from tfcert.construct.phase import Phase, frozen
 from tfcert.verify.formats import FF, Block, Dataset
-from tfcert.verify.numbers import ONE, Vec, scale, sub, unit
+from tfcert.verify.numbers import ONE, ZERO, Vec, scale, sub, unit
 
 UNITS = 4
 SHIFT = fmpq(1, 512)  # a snap's centre lies within this below its code (more for codes beyond 2^15: centre_step)
@@ -78,7 +81,7 @@ def centre_step(largest: fmpq, radius: fmpq) -> fmpq:
     most 24 significant bits — centres (and so breakpoints) exact in binary32 —
     if that moves a centre by at most radius/8; else SHIFT (codes too large
     for their spacing: no grid keeps their breakpoints exact in binary32)."""
-    return binary32_grid(largest, SHIFT, radius / 8) or SHIFT
+    return exact_grid(largest, SHIFT, radius / 8, formats=(24,)) or SHIFT
 
 
 def top_target(dataset: Dataset) -> fmpq:
@@ -93,6 +96,12 @@ def noise_radius(leaders: tuple[Leader, ...], d: int, top: fmpq) -> fmpq:
     codes = [l.code(d) for l in leaders]
     r, reach = radii(codes, top)
     return r - centre_step(max(codes) + reach, r) - r / 8
+
+
+def lift_ff(lift: fmpq, d: int) -> FF:
+    """x − lift·e_2 for every token: one constant unit relu(lift) with weight −1 on coordinate 2
+    (η = 1). A float run subtracts lift = 3G from x_2 ∈ [4G, 5G) exactly (Sterbenz's lemma)."""
+    return FF(ONE, (tuple(ZERO for _ in range(d)),), (lift,), tuple((-ONE if i == UP else ZERO,) for i in range(d)))
 
 
 def snap_ff(snaps: list[Snap], d: int) -> FF:
@@ -122,6 +131,10 @@ def snap_phase(dataset: Dataset, collapsed: Phase, leaders: tuple[Leader, ...], 
     binary64 and binary32 alike."""
     d, seqs, first_block = dataset.d, collapsed.tokens, collapsed.span[1]
     e = unit(d, UP)
+    blocks, claims = [], []
+    if lift := leaders[0].lift:  # lifted codes (leaders.lifted): one block takes the lift off every token
+        blocks.append(Block(lift_ff(lift, d), identity_sa()))
+        seqs = [[sub(x, scale(lift, e)) for x in s] for s in seqs]
     codes = {l: l.code(d) for l in leaders}
     r, reach = radii(list(codes.values()), top_target(dataset))
     step = centre_step(max(codes.values()) + reach, r)
@@ -133,7 +146,6 @@ def snap_phase(dataset: Dataset, collapsed: Phase, leaders: tuple[Leader, ...], 
         moves = tuple((leader.sequence, i) for i, x in enumerate(seqs[j]) if x == cluster)
         centre = dyadic_near(codes[leader], step)
         snaps.append(Snap(centre, r, reach, dataset.pairs[j].output[leader.output], moves))
-    blocks, claims = [], []
     for start in range(0, len(snaps), per_layer):
         group = snaps[start:start + per_layer]
         claims += snap_claims(group, first_block + len(blocks))

@@ -351,8 +351,9 @@ def test_a_lone_token_is_copied_by_every_run_exactly_where_its_significand_is_be
                                                                                       negative):
     """docs/float.md (Limits): every exp(0) within 4u of 1 and every normalisation return x̂
     itself exactly when x̂'s significand is at most 5/4 − 2 ulps, in every format; above, some
-    run is an ulp off. A d ≥ 4 code G + kS spans [G, 2G): about three quarters of the codes are
-    not copied exactly by every run, and the snap that follows carries that ulp."""
+    run is an ulp off. A d ≥ 4 code G + kS spans [G, 2G), where about three quarters of the codes
+    would not be copied exactly by every run: under softmax, one token to a sequence, the leaders
+    hold them lifted into [4G, 5G) (construct/leaders.py, lifted), where all are."""
     from tfcert.verify import determined
 
     fmt = FORMATS[name]

@@ -167,13 +167,18 @@ def test_half_precision_claim_on_a_tiny_dataset_holds_in_every_order():
     (80, "hardmax", ("binary16",)), (136, "hardmax", ("binary16",)),
     (190, "hardmax", ("binary16",)), (43, "hardmax", ("binary16", "bfloat16")), (53, "hardmax", ("binary16", "bfloat16")),
     (91, "hardmax", ("binary16", "bfloat16")), (150, "hardmax", ("binary16", "bfloat16")),
-    (43, "softmax", ("binary16", "bfloat16")), (150, "softmax", ("binary16",)), (187, "softmax", ("binary16",))])
+    (43, "softmax", ("binary16", "bfloat16")), (150, "softmax", ("binary16",)), (187, "softmax", ("binary16",)),
+    (85, "hardmax", ("binary16",)), (103, "hardmax", ("binary16",)), (139, "hardmax", ("binary16",)),
+    (67, "hardmax", ("binary16", "bfloat16")), (85, "softmax", ("binary16",)), (103, "softmax", ("binary16",)),
+    (139, "softmax", ("binary16",))])
 def test_pinned_half_precision_claims(seed, attention, formats):
     """Survey datasets of at most 50 tokens whose half-precision runs the construction makes exact
     (hardmax: small-integer projections, tent hats, dyadic leaders, codes of few bits — the claim is
     0) or close (softmax: within 1e-1 of 1 + max|y|); before, none of them had a binary16 claim.
     80 needs a unit known exactly to take its own value's grain, 136 a tent as wide as the gap
-    (with half, a bias had twelve significant bits)."""
+    (with half, a bias had twelve significant bits); 85, 103, 139 and 67 (bfloat16) flat hats whose
+    breakpoints have 11 or 8 significant bits where the gap leaves room (hats.exact_grid; with 24,
+    no claim)."""
     ds = _survey(seed)
     _, claims = built(ds, attention)
     rel = relative(claims, ds)
@@ -182,6 +187,62 @@ def test_pinned_half_precision_claims(seed, attention, formats):
         assert rel[fmt] <= LIMITS[fmt], (fmt, rel[fmt])
         if attention == "hardmax":
             assert claims[fmt] == 0, (fmt, float(claims[fmt]))
+
+
+@pytest.mark.slow  # about 1 s each
+@pytest.mark.parametrize("seed", [5, 40, 80, 166, 182, 192])
+def test_lifted_codes_give_one_token_softmax_datasets_claims_of_0(seed):
+    """Survey datasets whose every sequence is one token (d ≥ 4, every t exact): every softmax run
+    returns a lone token unchanged where its significand is at most 5/4 − 2 ulps, and the codes,
+    lifted into [4G, 5G), all are: the collapse copies them as a hardmax does, the snap phase's
+    first block takes the lift off exactly, and the claims are 0 (before: binary16 0.23–0.25 of
+    1 + max|y| on all but 182, binary32 about 2.5e-5)."""
+    ds = _survey(seed)
+    bundle, claims = built(ds, "softmax")
+    assert {fmt: claims.get(fmt) for fmt in ("binary64", "binary32", "binary16")} == dict.fromkeys(
+        ("binary64", "binary32", "binary16"), 0)
+    lift = bundle.construction.phases[-1].blocks[0].ff
+    assert not any(lift.U[0]) and lift.b[0] > 0 and len(lift.b) == 1
+
+
+@st.composite
+def one_token_integer_datasets(draw):
+    d = draw(st.integers(4, 8))
+    vectors = st.tuples(*[st.integers(-9, 9)] * d)
+    inputs = draw(st.lists(vectors, min_size=2, max_size=40, unique=True))
+    return dataset_json(d, [([x], [draw(vectors)]) for x in inputs])
+
+
+@pytest.mark.slow  # about 10 s
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(one_token_integer_datasets())
+def test_lifted_codes_make_every_one_token_integer_softmax_model_exact_in_binary16_and_wider(ds):
+    """Two to 40 sequences of one integer token, d = 4 … 8, under softmax: every t is exact, the
+    codes are lifted, and every float run of binary16 or wider computes the exact targets — the
+    claims are 0, and every emulated order lands exactly."""
+    bundle, claims = built(ds, "softmax")
+    assert not any(bundle.construction.phases[-1].blocks[0].ff.U[0])  # the lift
+    assert {fmt: claims.get(fmt) for fmt in ("binary64", "binary32", "binary16")} == dict.fromkeys(
+        ("binary64", "binary32", "binary16"), 0)
+    assert_within(bundle, claims, seed=len(ds["pairs"]))
+
+
+def test_codes_are_lifted_only_for_one_token_softmax_sequences_with_exact_t():
+    """leaders.lifted: two one-token sequences of integers under softmax get the lift block (and
+    claims of 0 in the formats that hold the inputs); under hardmax, with decimal inputs (t errs,
+    and a lifted code would err 4 times as much), or with a sequence of two tokens, none."""
+    def interpolation(ds, attention):
+        bundle, claims = built(ds, attention)
+        return bundle.construction.phases[-1], claims
+    lone = dataset_json(4, [([(1, 2, 0, -1)], [(3, 0, 1, 2)]), ([(0, 1, 2, 3)], [(-1, 2, 0, 1)])])
+    phase, claims = interpolation(lone, "softmax")
+    assert len(phase.blocks) == 3 and not any(phase.blocks[0].ff.U[0])  # the lift, then a snap per layer
+    assert claims == dict.fromkeys(("binary64", "binary32", "binary16", "bfloat16"), 0)
+    decimal = dataset_json(4, [([("0.1", "2", "0", "-1")], [(3, 0, 1, 2)]), ([(0, 1, "2.3", 3)], [(-1, 2, 0, 1)])])
+    pair = dataset_json(4, [([(1, 2, 0, -1), (2, 2, 0, 1)], [(3, 0, 1, 2)]), ([(0, 1, 2, 3)], [(-1, 2, 0, 1)])])
+    for ds, attention in ((lone, "hardmax"), (decimal, "softmax"), (pair, "softmax")):
+        phase, _ = interpolation(ds, attention)
+        assert all(any(row) for row in phase.blocks[0].ff.U), (ds, attention)  # snaps only
 
 
 @pytest.mark.slow  # 3–20 s each
