@@ -22,8 +22,8 @@ the rounding of t cancel), so ten.
   uses the same ring, and the code has a coordinate of its own, 4: a placed
   leader holds code/G there for the codes G, G + S, …, G + (Σm − 1)·S
   (choose_codes: G a power of two above every target's coordinate 2 plus
-  3/2, S = G/2^b for at most 2^b codes), and the collapse's V = G·e_up e_4ᵀ
-  copies it exactly. Under softmax, one token to a sequence, the codes are
+  3/2, S = G/2^b for at most 2^b codes; under softmax they start lower, at
+  a multiple of S), and the collapse's V = G·e_up e_4ᵀ copies it exactly. Under softmax, one token to a sequence, the codes are
   held 3G higher (lifted), which every float run's softmax copies.
 * d ≤ 3 has no coordinate to spare: the code is the side value (coordinate 3;
   d = 2: coordinate 1, t itself, the circle mirrored to negative values,
@@ -177,20 +177,31 @@ def placement_grid(exact: fmpq, rounded, apart=None, coarsest: fmpq = COARSEST) 
     return grid
 
 
-def choose_codes(dataset: Dataset, count: int) -> tuple[fmpq, fmpq]:
-    """d ≥ 4: (G, S), G a power of two above every target's coordinate 2 plus 3/2 and the codes
-    G, G + S, …, G + (count − 1)·S below 2G, S = G/2^b with 2^b the least power of two ≥
-    ``count``: the codes are at least 1 apart, every placed target lies 1 below every snap's
-    window, and their spacing is as large a fraction of their size as the count allows — a
-    float run errs on a code relative to its size (a softmax normalises with n + 2 roundings:
-    γ_{n+2} times the code) while a snap's plateau, 3S/8, grows with the spacing — and each code
-    has at most b + 1 significant bits, so the snaps' slopes, about 8·2^b, have few too."""
-    reach = max(y[UP] for p in dataset.pairs for y in p.output) + fmpq(3, 2)
+def choose_codes(dataset: Dataset, count: int, softmax: bool = False) -> tuple[fmpq, fmpq, fmpq]:
+    """d ≥ 4: (G, C, S), the codes C, C + S, …, C + (count − 1)·S. G is a power of two above
+    every target's coordinate 2 plus 3/2, S = G/2^b with 2^b the least power of two ≥ ``count``,
+    and under hardmax C = G: the codes lie below 2G, at least 1 apart, every placed target lies 1
+    below every snap's window, and their spacing is as large a fraction of their size as the
+    count allows — while a snap's plateau, 3S/8, grows with the spacing — and each code has at
+    most b + 1 significant bits, so the snaps' slopes, about 8·2^b, have few too. Under softmax,
+    whose float run errs on a code relative to its size (the normalisation's n + 2 roundings:
+    γ_{n+2} times the code), C is the least multiple of S that leaves the snaps the support R'
+    that G would (snap.radii: the largest power of two within S/2 and G − max y − 1): codes as
+    much as 2^b·S smaller, as few bits (C/S ≤ 2^b), and survey seeds 136 and 168 got binary16
+    claims so."""
+    top = max(y[UP] for p in dataset.pairs for y in p.output)
     bits = (count - 1).bit_length()
     g = fmpq(2 ** max(bits, 1))
-    while g <= reach:
+    while g <= top + fmpq(3, 2):
         g *= 2
-    return g, g / 2 ** bits
+    spacing = g / 2 ** bits
+    if not softmax:
+        return g, g, spacing
+    limit = min(spacing / 2 if count > 1 else fmpq(1, 2), max(g - top - 1, fmpq(1, 2)))
+    reach = fmpq(1, 2)
+    while 2 * reach <= limit:
+        reach *= 2
+    return g, ((top + 1 + reach) / spacing).ceil() * spacing, spacing
 
 
 def choose_radius(dataset: Dataset, sides: list[fmpq]) -> fmpq:
@@ -229,13 +240,14 @@ def lifted(dataset: Dataset, before: Phase, attention: str) -> bool:
             and before.exact)
 
 
-def place(dataset: Dataset, seqs, picks: list[tuple[int, int, int]], drop: fmpq,
+def place(dataset: Dataset, seqs, picks: list[tuple[int, int, int]], drop: fmpq, softmax: bool = False,
           lifted_codes: bool = False) -> list[Leader]:
     """Every leader's point and the collapse's gain. A placed leader's t moves down by 2·``drop``
     (d ≥ 3), below every token and every later window: a power of two, so that the hat's
     weights on t are small multiples of powers of two and a float run computes its products, on
     the leader and on the tokens it drops, exactly where t is exact (d = 2: t is the mirrored
-    side, negative). ``lifted_codes``: the codes are held LIFT·G higher (lifted)."""
+    side, negative). ``softmax``: d ≥ 4 codes as choose_codes takes them for a softmax;
+    ``lifted_codes``: the codes are held LIFT·G higher (lifted)."""
     d = dataset.d
     groups: dict[int, list[int]] = {}
     for j, _, r in picks:
@@ -248,13 +260,13 @@ def place(dataset: Dataset, seqs, picks: list[tuple[int, int, int]], drop: fmpq,
             return [points[:k] for k in sizes]
 
         points = ring(m, placement_grid(_decisions(prefixes(fmpq(1, 2 ** 60))), prefixes, coarsest=RING))
-        gain, spacing = choose_codes(dataset, len(picks))
+        gain, first, spacing = choose_codes(dataset, len(picks), softmax and not lifted_codes)
         above = LIFT * gain if lifted_codes else ZERO
         out = []
         for k, (j, i, r) in enumerate(picks):
             point = list(seqs[j][i])
             point[0] -= 2 * drop
-            point[UP], point[side(d)], point[code_axis(d)] = *points[r], (gain + k * spacing + above) / gain
+            point[UP], point[side(d)], point[code_axis(d)] = *points[r], (first + k * spacing + above) / gain
             out.append(Leader(dataset.pairs[j].index, i, r, tuple(point), gain, above))
         return out
     taus = coupled_taus(dataset)
@@ -298,7 +310,8 @@ def leader_phase(dataset: Dataset, before: Phase, per_layer: int, attention: str
     big = fmpq(1, 64)  # K, the least power of two above the spread of t plus 1/64
     while big < keys[-1] - keys[0] + fmpq(1, 64):
         big *= 2
-    leaders = place(dataset, seqs, choose(dataset, seqs), big, lifted(dataset, before, attention))
+    leaders = place(dataset, seqs, choose(dataset, seqs), big, attention == "softmax",
+                    lifted(dataset, before, attention))
     gain = leaders[0].gain
     g = unit(d, 0)  # the hats act on t alone: one coordinate, each pre-activation exact in floats (Sterbenz)
     position = {p.index: j for j, p in enumerate(dataset.pairs)}

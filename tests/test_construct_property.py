@@ -208,3 +208,28 @@ def test_a_hat_layer_is_the_unscaled_map_with_balanced_numbers(hat, offsets, shi
     if inner * outer <= 32752 ** 2:
         for v in (*(x for row in ff.U for x in row), *ff.b, *(x for row in ff.W for x in row)):
             round_nearest(v, FORMATS["binary16"])  # no OverflowError
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.fractions(-10 ** 4, 10 ** 4, max_denominator=8), st.integers(1, 300))
+def test_softmax_codes_sit_low_with_the_snaps_support_of_the_hardmax_codes(top, count):
+    """leaders.choose_codes: under softmax the codes C + kS start at the least multiple of S that
+    leaves the snaps the support R' (snap.radii) of the hardmax codes G + kS — never higher than G,
+    every code above every target's coordinate 2 plus 3/2, and as few significant bits (C + kS
+    a multiple of S below 2^(b+1)·S), so the collapse's rounding, relative to the code, is smaller
+    and the snaps are as wide."""
+    from tfcert.construct.leaders import choose_codes
+    from tfcert.construct.snap import radii
+
+    from tfcert.verify.formats import parse_document
+
+    ds = read_dataset(parse_document("ds.json", json.dumps(dataset_json(4, [([(0, 0, 0, 0)], [(0, top, 0, 0)])])).encode()))
+    g, first, spacing = choose_codes(ds, count, softmax=True)
+    assert choose_codes(ds, count) == (g, g, spacing)
+    hard = [g + k * spacing for k in range(count)]
+    soft = [first + k * spacing for k in range(count)]
+    top = fmpq(top.numerator, top.denominator)
+    assert first <= g and first >= top + fmpq(3, 2) and (first / spacing).q == 1
+    assert radii(soft, top) == radii(hard, top)
+    bits = max(count - 1, 1).bit_length()
+    assert max(soft) < 2 ** (bits + 1) * spacing
