@@ -263,7 +263,7 @@ SIGNIFICANT_BITS = (8, 11, 24)  # bfloat16's, binary16's and binary32's signific
 HALF_TOKENS = 64  # a dataset of at most this many tokens gets flat hats for the half formats (flat_hat's ``half``)
 
 
-def exact_grid(largest: fmpq, finest: fmpq, coarsest: fmpq, formats: tuple[int, ...] = SIGNIFICANT_BITS) -> fmpq | None:
+def exact_grid(largest: fmpq, finest: fmpq, coarsest: fmpq, formats: tuple[int, ...]) -> fmpq | None:
     """The least finest·2^k, at most ``coarsest``, whose multiples below ``largest``
     have at most 8 significant bits, else 11, else 24 (``formats``: breakpoints on it
     are exact in bfloat16, binary16 or binary32, the narrowest format the room allows),

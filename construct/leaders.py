@@ -23,8 +23,9 @@ the rounding of t cancel), so ten.
   leader holds code/G there for the codes G, G + S, …, G + (Σm − 1)·S
   (choose_codes: G a power of two above every target's coordinate 2 plus
   3/2, S = G/2^b for at most 2^b codes; under softmax they start lower, at
-  a multiple of S), and the collapse's V = G·e_up e_4ᵀ copies it exactly. Under softmax, one token to a sequence, the codes are
-  held 3G higher (lifted), which every float run's softmax copies.
+  a multiple of S), and the collapse's V = G·e_up e_4ᵀ copies it exactly.
+  Under softmax, one token to a sequence, the codes are held 3G higher
+  (lifted), which every float run's softmax copies.
 * d ≤ 3 has no coordinate to spare: the code is the side value (coordinate 3;
   d = 2: coordinate 1, t itself, the circle mirrored to negative values,
   below every t) times the collapse's gain R/4 (a power of two), so codes
@@ -177,6 +178,21 @@ def placement_grid(exact: fmpq, rounded, apart=None, coarsest: fmpq = COARSEST) 
     return grid
 
 
+def radii(codes: list[fmpq], top: fmpq) -> tuple[fmpq, fmpq]:
+    """(r, R'): R' the largest power of two within half the least gap between
+    codes and 1 above ``top``, every target's coordinate 2 (a target left by
+    a higher snap must stay off every lower one), r = 3R'/4: the plateau
+    grows with the codes' spacing, and with it the room for their rounding
+    (codes above targets of 1e7 are that large, and err as much); powers of
+    two keep the breakpoints exact."""
+    gap = min_gap(sorted(codes))
+    limit = min(gap / 2 if gap is not None else fmpq(1, 2), max(min(codes) - top - 1, fmpq(1, 2)))
+    reach = fmpq(1, 2)
+    while 2 * reach <= limit:
+        reach *= 2
+    return 3 * reach / 4, reach
+
+
 def choose_codes(dataset: Dataset, count: int, softmax: bool = False) -> tuple[fmpq, fmpq, fmpq]:
     """d ≥ 4: (G, C, S), the codes C, C + S, …, C + (count − 1)·S. G is a power of two above
     every target's coordinate 2 plus 3/2, S = G/2^b with 2^b the least power of two ≥ ``count``,
@@ -186,7 +202,7 @@ def choose_codes(dataset: Dataset, count: int, softmax: bool = False) -> tuple[f
     most b + 1 significant bits, so the snaps' slopes, about 8·2^b, have few too. Under softmax,
     whose float run errs on a code relative to its size (the normalisation's n + 2 roundings:
     γ_{n+2} times the code), C is the least multiple of S that leaves the snaps the support R'
-    that G would (snap.radii: the largest power of two within S/2 and G − max y − 1): codes as
+    that G would (radii: the largest power of two within S/2 and G − max y − 1): codes as
     much as 2^b·S smaller, as few bits (C/S ≤ 2^b), and survey seeds 136 and 168 got binary16
     claims so."""
     top = max(y[UP] for p in dataset.pairs for y in p.output)
@@ -197,10 +213,7 @@ def choose_codes(dataset: Dataset, count: int, softmax: bool = False) -> tuple[f
     spacing = g / 2 ** bits
     if not softmax:
         return g, g, spacing
-    limit = min(spacing / 2 if count > 1 else fmpq(1, 2), max(g - top - 1, fmpq(1, 2)))
-    reach = fmpq(1, 2)
-    while 2 * reach <= limit:
-        reach *= 2
+    _, reach = radii([g + k * spacing for k in range(count)], top)
     return g, ((top + 1 + reach) / spacing).ceil() * spacing, spacing
 
 

@@ -29,8 +29,8 @@ from dataclasses import dataclass
 
 from flint import fmpq
 
-from tfcert.construct.hats import dyadic_near, exact_grid, identity_sa, min_gap
-from tfcert.construct.leaders import UP, Leader
+from tfcert.construct.hats import dyadic_near, exact_grid, identity_sa
+from tfcert.construct.leaders import UP, Leader, radii
 from tfcert.construct.phase import Phase, frozen
 from tfcert.verify.formats import FF, Block, Dataset
 from tfcert.verify.numbers import ONE, ZERO, Vec, scale, sub, unit
@@ -61,27 +61,12 @@ class Snap:
         return v1, v2, v3, v4
 
 
-def radii(codes: list[fmpq], top: fmpq) -> tuple[fmpq, fmpq]:
-    """(r, R'): R' the largest power of two within half the least gap between
-    codes and 1 above ``top``, every target's coordinate 2 (a target left by
-    a higher snap must stay off every lower one), r = 3R'/4: the plateau
-    grows with the codes' spacing, and with it the room for their rounding
-    (codes above targets of 1e7 are that large, and err as much); powers of
-    two keep the breakpoints exact."""
-    gap = min_gap(sorted(codes))
-    limit = min(gap / 2 if gap is not None else fmpq(1, 2), max(min(codes) - top - 1, fmpq(1, 2)))
-    reach = fmpq(1, 2)
-    while 2 * reach <= limit:
-        reach *= 2
-    return 3 * reach / 4, reach
-
-
 def centre_step(largest: fmpq, radius: fmpq) -> fmpq:
     """The least power of two ≥ SHIFT whose multiples below ``largest`` have at
     most 24 significant bits — centres (and so breakpoints) exact in binary32 —
     if that moves a centre by at most radius/8; else SHIFT (codes too large
     for their spacing: no grid keeps their breakpoints exact in binary32)."""
-    return exact_grid(largest, SHIFT, radius / 8, formats=(24,)) or SHIFT
+    return exact_grid(largest, SHIFT, radius / 8, (24,)) or SHIFT
 
 
 def top_target(dataset: Dataset) -> fmpq:

@@ -214,12 +214,11 @@ def test_a_hat_layer_is_the_unscaled_map_with_balanced_numbers(hat, offsets, shi
 @given(st.fractions(-10 ** 4, 10 ** 4, max_denominator=8), st.integers(1, 300))
 def test_softmax_codes_sit_low_with_the_snaps_support_of_the_hardmax_codes(top, count):
     """leaders.choose_codes: under softmax the codes C + kS start at the least multiple of S that
-    leaves the snaps the support R' (snap.radii) of the hardmax codes G + kS — never higher than G,
+    leaves the snaps the support R' (leaders.radii) of the hardmax codes G + kS — never higher than G,
     every code above every target's coordinate 2 plus 3/2, and as few significant bits (C + kS
     a multiple of S below 2^(b+1)·S), so the collapse's rounding, relative to the code, is smaller
     and the snaps are as wide."""
-    from tfcert.construct.leaders import choose_codes
-    from tfcert.construct.snap import radii
+    from tfcert.construct.leaders import choose_codes, radii
 
     from tfcert.verify.formats import parse_document
 
