@@ -99,6 +99,11 @@ class Matrix:
     terms: tuple[tuple[Rounded, Rounded], ...]
 
     @property
+    def transposed(self) -> Matrix:
+        """scale·I + Σ v uᵀ: a score may form Âᵀ x̂_l first, whose coordinates Â x̂_i's range check does not bound."""
+        return Matrix(self.scale, tuple((v, u) for u, v in self.terms))
+
+    @property
     def literal_zero(self) -> bool:
         """Zero as stored, so the float run computes exact zeros too."""
         return self.scale.exact[0] == 0 and all(not any(u.exact) or not any(v.exact) for u, v in self.terms)
@@ -485,7 +490,7 @@ class Analysis:
     def _sa(self, step, before, after, where: str) -> None:
         rho, A, V = self._rounded(step.block, "sa")
         softmax = self.model.attention == "softmax"
-        for name, m in (("A", A), ("V", V)):
+        for name, m in (("A", A), ("Aᵀ", A.transposed), ("V", V)):
             self._check_matrix(m, name)
         scores = A.bilinear(self.X, self.X, "hat")
         self._check_range(scores, "an attention score")

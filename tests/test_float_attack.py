@@ -639,3 +639,26 @@ def test_softmax_mean_error_realised_to_the_edge():
                orders=("forward",))
     assert max(r.values()) <= 1, {k: v for k, v in r.items() if v > 1}
     assert r[0, 2] >= F(19, 20), f"the attack is no longer at the edge of the bound ({r[0, 2]:.3g})"
+
+
+# 23. The score form that forms Âᵀ x̂_l first (docs/float.md allows it, as it allows Â x̂_i first):
+#     A = u vᵀ with u = (1, 0), v = (0, 2^14), tokens (8, 1/16) and (4, 1/16). Â x̂_i = (x̂_i2·2^14, 0)
+#     = (1024, 0) is small, but Âᵀ x̂_l = (0, 2^14·x̂_l1) = (0, 131072) overflows binary16: both scores
+#     are inf, the tokens tie, and the hardmax averages them (error 2). Only |Â|·X was range-checked,
+#     so the analysis proved a bound of 0 (binary32: v = (0, 2^126), second coordinates 2^-62).
+# fixed: "the transposed score product Âᵀ x̂_l is never range-checked" (red team, 2026-12-04)
+@pytest.mark.parametrize("fmt,dtype,big,small,first", [("binary16", np.float16, 14, -4, 8),
+                                                        ("binary32", np.float32, 126, -62, 6),
+                                                        ("bfloat16", None, 126, -62, 6)])
+def test_transposed_score_product_overflow(fmt, dtype, big, small, first):
+    toks = [(first, P(small)), (4, P(small))]
+    model, dataset = make(2, [block(2, rho=0, A=lr(0, [((1, 0), (0, P(big)))]), V=lr(1))], [toks])
+    (fb,) = audit(model, dataset, floats=(fmt,)).floats
+    assert fb.bound is None and "Aᵀ times a token may overflow" in fb.failure
+    if dtype is None:
+        return
+    with np.errstate(all="ignore"):  # the run the refusal stands for: Âᵀ x̂_l first, every score inf
+        x = [np.array(t, dtype=dtype) for t in toks]
+        At = np.array([[0, 0], [P(big), 0]], dtype=dtype)  # Âᵀ = v uᵀ
+        scores = [float((At @ y) @ x[0]) for y in x]
+    assert scores == [np.inf, np.inf]

@@ -146,8 +146,9 @@ PARTS = {
     # rounded sum made meets a snap on the grid its terms share; a softmax sequence of one token,
     # whose weight ê/ê cancels exp's error, its mean on its binade's grid, and where the token is
     # known, the values each exp(0) within 4u of 1 and each normalisation give it, computed; a
-    # uniform mean and a tie average taken on the coordinates V reads alone)
-    "float analysis": (("floats.py", "float_analysis.py", "determined.py"), 940),
+    # uniform mean and a tie average taken on the coordinates V reads alone; the score's Âᵀ x̂_l
+    # range-checked as Â x̂_i is)
+    "float analysis": (("floats.py", "float_analysis.py", "determined.py"), 943),
 }
 
 
