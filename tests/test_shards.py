@@ -10,9 +10,10 @@ import hashlib
 import json
 import random
 import re
+import socket
 import subprocess
 import sys
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from fractions import Fraction
 
 import pytest
@@ -194,16 +195,22 @@ def test_one_process_imports_no_dask(grid, tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.filterwarnings("error::UserWarning")  # the CLI would print it on stderr
 def test_verify_on_dask_prints_what_one_process_prints(grid, tmp_path, capsys):
     pytest.importorskip("distributed")
     bad, _ = one_shard_corruption(grid)
     for name, data in bad.items():
         (tmp_path / name).write_bytes(data)
     outputs = []
+    busy = socket.socket()  # Dask's default HTTP port taken (here, or by another cluster): no warning either way
+    with suppress(OSError):
+        busy.bind(("", 8787))
+        busy.listen()
     for extra in ([], ["--shards", "2"]):
         junit = tmp_path / f"junit{len(extra)}.xml"
         rc, out, err = run(["-q", "verify", tmp_path, "--junit", junit, *extra], capsys)
         outputs.append((rc, out, err, re.sub(r'time="[0-9.]+"', 'time=""', junit.read_text())))
+    busy.close()
     assert outputs[0] == outputs[1] and outputs[0][0] == 1
     assert "sequence 4: output set differs" in outputs[0][1]
 
@@ -227,3 +234,21 @@ def test_unreachable_scheduler_is_one_error_line(grid, tmp_path, capsys, monkeyp
     rc, out, err = run(["verify", tmp_path, "--scheduler", "tcp://127.0.0.1:9"], capsys)
     assert (rc, out) == (2, "") and err.count("\n") == 1
     assert err.startswith("error: --scheduler tcp://127.0.0.1:9: cannot reach the Dask scheduler within 1s")
+
+
+@pytest.mark.slow
+def test_bad_input_under_shards_is_one_error_line_and_closes_the_booted_cluster(grid, tmp_path, capsys):
+    """--shards boots its LocalCluster while the files are parsed; a parse that fails ends the
+    command with the one-process error, and the cluster booted for it is shut down."""
+    pytest.importorskip("distributed")
+    from distributed.deploy.spec import SpecCluster
+
+    for name, data in grid.items():
+        (tmp_path / name).write_bytes(data)
+    cert = json.loads(grid["certificate.json"])
+    next(c for p in cert["phases"] for c in p["claims"] if "block" in c)["block"] = "NaN"
+    (tmp_path / "certificate.json").write_text(json.dumps(cert))
+    expected = run(["verify", tmp_path], capsys)
+    assert expected[0] == 2 and expected[2].count("\n") == 1
+    assert run(["verify", tmp_path, "--shards", "2"], capsys) == expected
+    assert all(c.status.name == "closed" for c in list(SpecCluster._instances))

@@ -18,8 +18,9 @@ when a cluster is asked for (``pip install 'dask[distributed]'``).
 from __future__ import annotations
 
 import re
+import threading
 import time
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, fields, replace
 from types import SimpleNamespace
 
@@ -354,14 +355,51 @@ def _dask():
     return distributed
 
 
-def local_cluster(workers: int):
-    """A connect function: a Dask LocalCluster of ``workers`` processes of one thread each."""
-    return _dask_runner(None, workers)
+def _new_cluster(workers: int):
+    """dashboard_address ":0": the scheduler's HTTP server on a free port (None means 8787, and a
+    warning on stderr where that port is taken, by another cluster say)."""
+    import logging
+
+    return _dask().LocalCluster(n_workers=workers, processes=True, threads_per_worker=1, dashboard_address=":0",
+                                silence_logs=logging.CRITICAL)
+
+
+class Booting:
+    """A connect function whose LocalCluster of ``workers`` processes starts booting at once,
+    in a thread: its workers start (about 0.6 s) while the coordinator reads and parses the
+    files, instead of after. ``close()`` shuts it down where no shard ran (a bad input ends
+    the command first); a failed start is raised where the cluster is asked for."""
+
+    def __init__(self, workers: int):
+        self._cluster, self._error = None, None
+        self._thread = threading.Thread(target=self._boot, args=(workers,), daemon=True)
+        self._thread.start()
+
+    def _boot(self, workers: int) -> None:
+        try:
+            self._cluster = _new_cluster(workers)
+        except BaseException as exc:  # raised again in the coordinator's thread, where it is asked for
+            self._error = exc
+
+    @contextmanager
+    def __call__(self, workers: int) -> Iterator[Runner]:
+        self._thread.join()
+        if self._error is not None:
+            raise self._error
+        cluster, self._cluster = self._cluster, None
+        with _dask_runner(cluster.scheduler_address, cluster) as run:
+            yield run
+
+    def close(self) -> None:
+        self._thread.join()
+        if self._cluster is not None:
+            self._cluster.close()
+            self._cluster = None
 
 
 def scheduler(address: str):
     """A connect function: the existing Dask cluster whose scheduler is at ``address``."""
-    return lambda workers: _dask_runner(address, workers)
+    return lambda workers: _dask_runner(address)
 
 
 def workers_of(address: str) -> int:
@@ -385,15 +423,10 @@ def _client(address: str):
 
 
 @contextmanager
-def _dask_runner(address: str | None, workers: int) -> Iterator[Runner]:
+def _dask_runner(address: str, cluster=None) -> Iterator[Runner]:
+    """Shards run on the cluster whose scheduler is at ``address`` (``cluster``: a
+    LocalCluster of this process, closed at the end)."""
     distributed = _dask()
-    import logging
-
-    cluster = None
-    if address is None:
-        cluster = distributed.LocalCluster(n_workers=workers, processes=True, threads_per_worker=1,
-                                           dashboard_address=None, silence_logs=logging.CRITICAL)
-        address = cluster.scheduler_address
     try:
         with _client(address) as client:
             def run(tasks: list[tuple]) -> Iterator[dict]:
@@ -417,6 +450,14 @@ class ShardedReplay:
     k: int
     progress: Callable | None = None
     shards: int = 0  # how many were used
+
+    def __enter__(self) -> ShardedReplay:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        """Shut down a cluster booted for shards that never ran (Booting)."""
+        if isinstance(self.connect, Booting):
+            self.connect.close()
 
     def __call__(self, ctx: Context, claims: list, progress, observers: tuple, documents: tuple) -> list[Result]:
         docs = dict(zip(("model", "dataset", "certificate"), documents))
@@ -450,13 +491,14 @@ class ShardedReplay:
 
 # ---------------------------------------------------------------- the command line
 
-def from_options(shards: int | None, address: str | None, progress=None) -> ShardedReplay | None:
-    """The replay that --shards/--scheduler ask for (None: one process, no Dask)."""
+def from_options(shards: int | None, address: str | None, progress=None):
+    """The replay that --shards/--scheduler ask for, as a context manager (None: one
+    process, no Dask). A local cluster starts booting here, before the files are parsed."""
     if shards is None and address is None:
-        return None
+        return nullcontext()
     if shards is not None and shards < 1:
         raise InputError(f"--shards {shards}: expected at least 1 shard")
     _dask()
     if address is None:
-        return ShardedReplay(local_cluster, shards, progress)
+        return ShardedReplay(Booting(shards), shards, progress)
     return ShardedReplay(scheduler(address), shards or workers_of(address), progress)

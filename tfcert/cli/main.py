@@ -84,7 +84,8 @@ def cmd_construct(args) -> int:
     refuse_to_replace(args.output, args.force)  # before the work, not after it
     start = time.perf_counter()
     with Bar("construct") as bar:
-        bundle = build(load(args.dataset, "dataset"), args.attention, args.width, bar, _sharded(args, bar))
+        with _sharded(args, bar) as replay:
+            bundle = build(load(args.dataset, "dataset"), args.attention, args.width, bar, replay)
     write_bundle(bundle.files, args.output, args.force)
     seconds = time.perf_counter() - start
     size = measure(bundle.construction.model, bundle.dataset, bundle.construction.theorem)
@@ -108,7 +109,8 @@ def cmd_construct(args) -> int:
 
 
 def _sharded(args, bar):
-    """--shards/--scheduler: the sharded replay on Dask (tfcert/shards.py), or None."""
+    """--shards/--scheduler: the sharded replay on Dask (tfcert/shards.py), as a context
+    manager that gives it (None: one process)."""
     from tfcert.shards import from_options
 
     return from_options(args.shards, args.scheduler, bar)
@@ -131,8 +133,9 @@ def cmd_verify(args) -> int:
         _refuse_overwrite([args.junit], [d.path for d in docs.values()])
     with Bar("verify") as bar:
         watch = Replay(bar)
-        report = check_certificate(docs["model"], docs["dataset"], docs["certificate"], watch, observers=(watch,),
-                                   replay=_sharded(args, bar))
+        with _sharded(args, bar) as replay:
+            report = check_certificate(docs["model"], docs["dataset"], docs["certificate"], watch, observers=(watch,),
+                                       replay=replay)
     _warn(report.warnings)
     if args.junit:
         _write_text(args.junit, junit(report))
