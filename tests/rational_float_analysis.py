@@ -271,6 +271,16 @@ class Analysis:
         if 2 * value >= self.fmt.largest:
             raise Failed(f"{what} may overflow {self.fmt.name} (magnitude bound {approx(value)})")
 
+    def _ranges(self, checks) -> None:
+        """A layer's range checks on the maxima over every token, and where one fails there, on
+        each sequence's own (verify/float_analysis.py)."""
+        if all(2 * measure(self.X, self.longest) < self.fmt.largest for measure, _ in checks):
+            return
+        for j, (start, end) in enumerate(zip(self.offsets, [*self.offsets[1:], len(self.mag)])):
+            X = [max(column) for column in zip(*self.mag[start:end])]
+            for measure, what in checks:
+                self._check_range(measure(X, end - start), f"sequence {j}: {what}")
+
     def _rounded(self, k: int, layer: str):
         key = (k, layer)
         if key not in self._blocks:
@@ -322,8 +332,8 @@ class Analysis:
 
     def _ff(self, step, before, after, where: str) -> None:
         eta, U, b, W, writers = self._rounded(step.block, "ff")
-        for k, (row, bk) in enumerate(zip(U, b.hat)):
-            self._check_range(row.absdot("hat", self.X) + abs(bk), f"unit {k}'s pre-activation")
+        self._ranges([(lambda X, n, row=row, bk=bk: row.absdot("hat", X) + abs(bk), f"unit {k}'s pre-activation")
+                      for k, (row, bk) in enumerate(zip(U, b.hat))])
         todo = self._ff_reach(step, before, U, b, W, eta)
         done: dict[tuple, tuple] = {}  # equal tokens with equal errors (a cluster at a snap): one bound
         for g in todo:
@@ -490,15 +500,17 @@ class Analysis:
     def _sa(self, step, before, after, where: str) -> None:
         rho, A, V = self._rounded(step.block, "sa")
         softmax = self.model.attention == "softmax"
-        for name, m in (("A", A), ("Aᵀ", A.transposed), ("V", V)):
-            self._check_matrix(m, name)
-        scores = A.bilinear(self.X, self.X, "hat")
-        self._check_range(scores, "an attention score")
-        # the low-rank form's scale·⟨x_i, x_l⟩ forms ⟨x̂_i, x̂_l⟩ first, with a scale of 0 too (0·inf = NaN)
-        self._check_range(sum((x * x for x in self.X), ZERO), "⟨x_i, x_l⟩ (before the scale)")
-        self._check_range(self.longest * max(self.X, default=ZERO), "the sum of an attention average")
+        for name, m in (("A", A), ("V", V)):
+            self._check_entries(m, name)
+        checks = [*self._matrix_checks(A, "A"), *self._matrix_checks(A.transposed, "Aᵀ"), *self._matrix_checks(V, "V"),
+                  (lambda X, n: A.bilinear(X, X, "hat"), "an attention score"),
+                  # the low-rank form's scale·⟨x_i, x_l⟩ forms ⟨x̂_i, x̂_l⟩ first, with a scale of 0 too (0·inf = NaN)
+                  (lambda X, n: sum((x * x for x in X), ZERO), "⟨x_i, x_l⟩ (before the scale)"),
+                  (lambda X, n: n * max(X, default=ZERO), "the sum of an attention average")]
         if softmax:
-            self._check_range(scores / round_nearest(self.model.temperature, self.fmt), "a scaled attention score")
+            tau = round_nearest(self.model.temperature, self.fmt)
+            checks.append((lambda X, n: A.bilinear(X, X, "hat") / tau, "a scaled attention score"))
+        self._ranges(checks)
         if rho.exact[0] == 1 and rho.hat[0] == 1 and V.literal_zero:
             return  # x̂ + 0·(finite) = x̂ exactly
         plain = rho.exact[0] == rho.hat[0] and rho.hat[0] in (0, 1)  # ρ̂ x̂_c is x̂_c or 0, exactly
@@ -570,14 +582,18 @@ class Analysis:
             out.append(self._floor(terms))
         return out
 
-    def _check_matrix(self, m: Matrix, name: str) -> None:
-        """A dense scale·I + Σ u vᵀ, its product with any token (or a mean of
-        tokens: 2X bounds one) and the low-rank intermediates v·x, u·x stay finite."""
+    def _check_entries(self, m: Matrix, name: str) -> None:
+        """A dense scale·I + Σ u vᵀ stays finite."""
         entry = abs(m.scale.hat[0]) + sum((max(map(abs, u.hat)) * max(map(abs, v.hat)) for u, v in m.terms), ZERO)
         self._check_range(entry, f"an entry of {name}")
-        self._check_range(2 * max(m.apply_abs(self.X, "hat")), f"{name} times a token")
-        for u, v in m.terms:
-            self._check_range(2 * max(u.absdot("hat", self.X), v.absdot("hat", self.X)), f"a low-rank product of {name}")
+
+    @staticmethod
+    def _matrix_checks(m: Matrix, name: str) -> list:
+        """m's product with a token (or a mean of tokens: 2X bounds one) and the low-rank
+        intermediates v·x, u·x stay finite."""
+        return [(lambda X, n: 2 * max(m.apply_abs(X, "hat")), f"{name} times a token")] + [
+            (lambda X, n, u=u, v=v: 2 * max(u.absdot("hat", X), v.absdot("hat", X)), f"a low-rank product of {name}")
+            for u, v in m.terms]
 
     def _uniform(self, seq, mags, errs, softmax: bool, read) -> tuple:
         """The mean over literal-zero scores, hardmax or softmax (verify/float_analysis.py says why),

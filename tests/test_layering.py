@@ -147,8 +147,9 @@ PARTS = {
     # whose weight ê/ê cancels exp's error, its mean on its binade's grid, and where the token is
     # known, the values each exp(0) within 4u of 1 and each normalisation give it, computed; a
     # uniform mean and a tie average taken on the coordinates V reads alone; the score's Âᵀ x̂_l
-    # range-checked as Â x̂_i is)
-    "float analysis": (("floats.py", "float_analysis.py", "determined.py"), 943),
+    # range-checked as Â x̂_i is; where a range check on every token's maxima fails, each
+    # sequence's own, and a refusal naming its sequence or token, so that shards agree)
+    "float analysis": (("floats.py", "float_analysis.py", "determined.py"), 958),
 }
 
 

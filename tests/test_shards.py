@@ -252,3 +252,49 @@ def test_bad_input_under_shards_is_one_error_line_and_closes_the_booted_cluster(
     assert expected[0] == 2 and expected[2].count("\n") == 1
     assert run(["verify", tmp_path, "--shards", "2"], capsys) == expected
     assert all(c.status.name == "closed" for c in list(SpecCluster._instances))
+
+
+def _bundle(blocks: list, pairs: list, fmt: str) -> dict[str, bytes]:
+    """A hardmax bundle of d = 2 (pairs: (inputs, outputs)) whose certificate claims exactness
+    and a float bound of 0."""
+    def vec(v):
+        return [str(Fraction(x)) for x in v]
+    model = json.dumps({"format": "tfcert.model/1", "d": 2, "attention": "hardmax", "blocks": blocks}).encode()
+    data = json.dumps({"format": "tfcert.dataset/1", "d": 2, "pairs": [
+        {"input": [vec(t) for t in x], "output": [vec(t) for t in y]} for x, y in pairs]}).encode()
+    cert = {"format": "tfcert.certificate/1", "model_sha256": hashlib.sha256(model).hexdigest(),
+            "dataset_sha256": hashlib.sha256(data).hexdigest(), "attention": "hardmax", "theorem": "1.6",
+            "phases": [{"name": "all", "blocks": [0, len(blocks)],
+                        "claims": [{"kind": "exact"}, {"kind": "float", "format": fmt, "bound": "0"}]}]}
+    return {"model.json": model, "dataset.json": data, "certificate.json": json.dumps(cert).encode()}
+
+
+@pytest.mark.parametrize("fmt, emax", [("binary64", 1023), ("binary32", 127), ("binary16", 15)])
+@pytest.mark.parametrize("layer", ["sa", "ff"])
+def test_range_checks_are_per_sequence_so_shards_refuse_what_one_process_refuses(fmt, emax, layer):
+    """A float run mixes the tokens of one sequence only. Over the whole dataset the largest
+    magnitudes of the two coordinates, B and B, come from two sequences: ⟨x_i, x_l⟩ (SA) or the
+    pre-activation x_1 + x_2 (FF) bounded over them would overflow; within each sequence it does
+    not. One process once refused what each shard proved (red team, 2026-12-04); both prove it
+    now, and where one sequence holds both (B, B), both refuse, naming that sequence."""
+    if layer == "sa":  # A = 2^-20 I keeps the scores small; ρ = 1, V = 0 copies every token
+        big, w = 2 ** ((emax - 1) // 2), Fraction(0)  # B² = 2^(emax-1): 2·B² fits, 2·2B² does not
+        ff = {"eta": "1", "U": [["0", "0"]], "b": ["-1"], "W": [["0"], ["0"]]}
+        sa = {"rho": "1", "A": {"scale": f"1/{2 ** 20}", "low_rank": []}, "V": {"scale": "0", "low_rank": []}}
+    else:  # relu(x_1 + x_2)·w on coordinate 1: 4B overflows, 2B does not; w = 2^-emax keeps the SA's checks small
+        big, w = 2 ** (emax - 1), Fraction(1, 2 ** emax)
+        ff = {"eta": "0", "U": [["1", "1"]], "b": ["0"], "W": [[str(w)], ["0"]]}
+        sa = {"rho": "1", "A": {"scale": "0", "low_rank": []}, "V": {"scale": "0", "low_rank": []}}
+
+    def pair(seq):
+        return seq, seq if not w else [(w * (a + b), 0) for a, b in seq]
+    apart = [pair([(big, 0), (big // 2, 0)]), pair([(0, big), (0, big // 2)])]
+    together = [pair([(big // 2, 0), (big // 4, 0)]), pair([(big, big), (big // 2, big // 2)])]
+    for pairs, proved in ((apart, True), (together, False)):
+        files = _bundle([{"ff": ff, "sa": sa}], pairs, fmt)
+        one = report(files)
+        assert one == report(files, 2)
+        failures = [f for _, _, _, fs in one[1] for f in fs]
+        assert one[0] is proved, failures
+        if not proved:
+            assert len(failures) == 1 and f"no {fmt} bound: block 0 {layer.upper()}: sequence 1: " in failures[0]

@@ -133,6 +133,7 @@ def _tau_star(claim, ctx: Context, step, full: Context):
 
 
 _TOKEN = re.compile(r"token \[(\d+), (\d+)\]")
+_SEQUENCE = re.compile(r"sequence (\d+): ")  # a range check on one sequence's maxima
 _WHERE = re.compile(r"block (\d+) (FF|SA)")
 
 
@@ -140,7 +141,10 @@ def _float_state(analysis, positions: list[int]) -> tuple:
     """A finished float analysis of a shard as (failure, uncertain, bound),
     the analysis's sequence positions in its messages made the dataset's."""
     def glob(text: str | None) -> str | None:
-        return None if text is None else _TOKEN.sub(lambda m: f"token [{positions[int(m[1])]}, {m[2]}]", text)
+        if text is None:
+            return None
+        text = _SEQUENCE.sub(lambda m: f"sequence {positions[int(m[1])]}: ", text)
+        return _TOKEN.sub(lambda m: f"token [{positions[int(m[1])]}, {m[2]}]", text)
     analysis.finish()
     failure = analysis.failure
     if failure is not None and analysis.uncertain:
@@ -149,10 +153,12 @@ def _float_state(analysis, positions: list[int]) -> tuple:
 
 
 def _order(text: str) -> tuple:
-    """Where in the replay a float message arises: block, layer, token."""
-    where, token = _WHERE.match(text), _TOKEN.search(text)
+    """Where in the replay a float message arises: block, layer, then a layer's range checks
+    (by sequence) before its tokens — one process's order."""
+    where, sequence, token = _WHERE.match(text), _SEQUENCE.search(text), _TOKEN.search(text)
     return ((int(where[1]), where[2] == "SA") if where else (-1, False),
-            (int(token[1]), int(token[2])) if token else (float("inf"), 0))
+            (0, int(sequence[1]), 0) if sequence else (1, int(token[1]), int(token[2])) if token
+            else (2, float("inf"), 0))
 
 
 def merge_float(states: list[tuple]) -> SimpleNamespace:

@@ -16,7 +16,8 @@ untouched: all units off and η = 1 give x̂ back exactly. Hardmax attention
 must keep its argmax: a unique argmax with gap > 2 × the score error bound,
 or an exact tie of literal zeros (A = 0).
 Overflow is proven absent: every magnitude bound stays below the largest
-finite number. A sum the exact evaluation lemma covers (floats.exact_limit;
+finite number (range checks on the maxima of each sequence's tokens, which a
+float run alone mixes). A sum the exact evaluation lemma covers (floats.exact_limit;
 in an FF output with each term's sign) rounds nothing; where every run the
 float model allows computes a token's coordinate alike (determined.py), the
 token carries that value, and its error is |x̂ − x| itself.
@@ -416,6 +417,19 @@ class Analysis:
         if 2 * value >= self.c.largest:
             raise Failed(f"{what} may overflow {self.fmt.name} (magnitude bound {approx(value)})")
 
+    def _ranges(self, checks) -> None:
+        """A layer's range checks, (measure, what) with measure(X, n) a magnitude bound from the
+        maxima X of the tokens' |x̂| per coordinate and their sequence's length n: on the maxima
+        over every token first, and where one fails there, on each sequence's own, first to last.
+        A float run mixes the tokens of one sequence only, so a sequence's maxima suffice; the
+        first sequence that fails is named, and a shard of whole sequences finds the same one."""
+        if all(2 * measure(self.X, self.longest) < self.c.largest for measure, _ in checks):
+            return
+        for j, (start, end) in enumerate(zip(self.offsets, [*self.offsets[1:], len(self.mag)])):
+            X = [max(column) for column in zip(*self.mag[start:end])]
+            for measure, what in checks:
+                self._check_range(measure(X, end - start), f"sequence {j}: {what}")
+
     def _rounded(self, k: int, layer: str):
         """Layer k's parameters rounded, kept for the layer that follows while
         it is the same object (a model's equal blocks are: read_model)."""
@@ -479,15 +493,19 @@ class Analysis:
 
     def _ff(self, step, before, after, where: str) -> None:
         eta, U, b, W, writers = params = self._rounded(step.block, "ff")
-        for k, row in enumerate(U if not self._checked("ff", params) else ()):
-            self._check_range(add(row.absdot("hat", self.X), b.abs("hat", k)), f"unit {k}'s pre-activation")
+        if not self._checked("ff", params):
+            self._ranges([(lambda X, n, row=row, k=k: add(row.absdot("hat", X), b.abs("hat", k)),
+                           f"unit {k}'s pre-activation") for k, row in enumerate(U)])
         todo = self._ff_reach(before, U, b, W, eta)
         done: dict[tuple, tuple] = {}  # equal tokens with equal errors (a cluster at a snap): one bound
         for g in todo:
             same = (key(before[g]), self.err[g], _known(self.val[g]), self.gr[g]) if is_point(before[g]) else None
             if same not in done:
-                done[same] = self._ff_token(before[g], self.err[g], self.mag[g], self.val[g], self.gr[g], eta, U, b,
-                                            W, writers, lambda: f"{where}: token {self._ref(g)}")
+                try:
+                    done[same] = self._ff_token(before[g], self.err[g], self.mag[g], self.val[g], self.gr[g], eta, U,
+                                                b, W, writers, lambda: f"{where}: token {self._ref(g)}")
+                except Failed as exc:  # named, so that shards of the dataset report the token one process does
+                    raise Failed(f"token {self._ref(g)}: {exc}") from None
             bound, off, grains = done[same] if same is not None else done.pop(None)
             self.gr[g] = self._keep(grains, bound)
             v = self._values(g, before[g], self.err[g]) if any(bound) else None
@@ -708,17 +726,18 @@ class Analysis:
         rho, A, V = params = self._rounded(step.block, "sa")
         softmax = self.model.attention == "softmax"
         if not self._checked("sa", params):
-            for name, m in (("A", A), ("Aᵀ", A.transposed), ("V", V)):
-                self._check_matrix(m, name)
-            scores = A.bilinear(self.X, self.X, "hat")
-            self._check_range(scores, "an attention score")
-            # the low-rank form's scale·⟨x_i, x_l⟩ forms ⟨x̂_i, x̂_l⟩ first, with a scale of 0 too (0·inf = NaN)
-            self._check_range(dot(self.X, self.X), "⟨x_i, x_l⟩ (before the scale)")
-            self._check_range(mul(self.longest, max(self.X, default=0.0)), "the sum of an attention average")
+            for name, m in (("A", A), ("V", V)):
+                self._check_entries(m, name)
+            checks = [*self._matrix_checks(A, "A"), *self._matrix_checks(A.transposed, "Aᵀ"),
+                      *self._matrix_checks(V, "V"), (lambda X, n: A.bilinear(X, X, "hat"), "an attention score"),
+                      # the low-rank form's scale·⟨x_i, x_l⟩ forms ⟨x̂_i, x̂_l⟩ first, with a scale of 0 too (0·inf = NaN)
+                      (lambda X, n: dot(X, X), "⟨x_i, x_l⟩ (before the scale)"),
+                      (lambda X, n: mul(n, max(X, default=0.0)), "the sum of an attention average")]
             if softmax:  # every softmax layer scales its scores by 1/τ̂: 0/0 is NaN where τ̂ = 0
                 if not (tau := round_nearest(self.model.temperature, self.fmt)) > 0:
                     raise Failed(f"the temperature rounds to 0 in {self.fmt.name}: 0/0 is NaN")
-                self._check_range(div(scores, fdown(tau)), "a scaled attention score")
+                checks.append((lambda X, n: div(A.bilinear(X, X, "hat"), fdown(tau)), "a scaled attention score"))
+            self._ranges(checks)
         if rho.exact[0] == 1 and rho.hat[0] == 1 and V.literal_zero:
             return  # x̂ + 0·(finite) = x̂ exactly
         plain = rho.exact[0] == rho.hat[0] and rho.hat[0] in (0, 1)  # ρ̂ x̂_c is x̂_c or 0, exactly
@@ -766,7 +785,10 @@ class Analysis:
                 if which not in per_mean:
                     per_mean[which] = self._sa_out(means[i], rho, V, copied)
                 if (slot := which if forget else i) not in outs:  # with ρ = 0 the bound is the mean's alone
-                    outs[slot] = per_mean[which](mags[i], e)
+                    try:
+                        outs[slot] = per_mean[which](mags[i], e)
+                    except Failed as exc:  # named, as in _ff
+                        raise Failed(f"token [{j}, {i}]: {exc}") from None
                 x, v = after[o + i], None
                 if any(outs[slot]) and is_point(x) and (v := self._values(o + i, seq[i], e)):
                     v = determined.attention(v, mean(i), rho, V, copied, x, outs[slot], self.fmt, self._rows)
@@ -797,14 +819,18 @@ class Analysis:
             out.append(self._floor(terms))
         return out
 
-    def _check_matrix(self, m: Matrix, name: str) -> None:
-        """A dense scale·I + Σ u vᵀ, its product with any token (or a mean of
-        tokens: 2X bounds one) and the low-rank intermediates v·x, u·x stay finite."""
+    def _check_entries(self, m: Matrix, name: str) -> None:
+        """A dense scale·I + Σ u vᵀ stays finite."""
         entry = add(m.scale.abs("hat", 0), *(mul(max(u.bounds["hat"]), max(v.bounds["hat"])) for u, v in m.terms))
         self._check_range(entry, f"an entry of {name}")
-        self._check_range(2 * max(m.apply_abs(self.X, "hat")), f"{name} times a token")
-        for u, v in m.terms:
-            self._check_range(2 * max(u.absdot("hat", self.X), v.absdot("hat", self.X)), f"a low-rank product of {name}")
+
+    @staticmethod
+    def _matrix_checks(m: Matrix, name: str) -> list:
+        """_ranges' checks that m's product with a token (or a mean of tokens: 2X bounds
+        one) and the low-rank intermediates v·x, u·x stay finite."""
+        return [(lambda X, n: 2 * max(m.apply_abs(X, "hat")), f"{name} times a token")] + [
+            (lambda X, n, u=u, v=v: 2 * max(u.absdot("hat", X), v.absdot("hat", X)), f"a low-rank product of {name}")
+            for u, v in m.terms]
 
     def _uniform(self, seq, mags, errs, softmax: bool, read) -> tuple:
         """The mean over a sequence whose scores are literal zeros (A stored as 0): every
@@ -972,7 +998,7 @@ class Analysis:
             ds = 0.0 if A.literal_zero else any_error(*query)
             big = fup(max(abs(v) for v in s))
             scaled = div(add(big, ds), tau_f)  # |ŝ/τ̂|
-            self._check_range(scaled, "a scaled attention score")
+            self._check_range(scaled, f"token [{j}, {i}]: a scaled attention score")
             worst = add(div(ds, tau_f), mul(big, inv_err), mul(2 * c.unit, scaled), c.tiny)  # |ẑ_l − z_l|, ẑ = fl(ŝ/τ̂)
             # ... and each subtraction of the float max errs by u|ẑ_l − max|
             omega = [add(2 * worst, mul(c.unit, add(fup((smax - v) / tau), 4 * worst))) for v in s]
