@@ -298,3 +298,37 @@ def test_range_checks_are_per_sequence_so_shards_refuse_what_one_process_refuses
         assert one[0] is proved, failures
         if not proved:
             assert len(failures) == 1 and f"no {fmt} bound: block 0 {layer.upper()}: sequence 1: " in failures[0]
+
+
+def test_a_softmax_layer_takes_points_or_enclosures_per_sequence_so_shards_agree():
+    """After a scored softmax layer, sequence 0's tokens are enclosures while sequence 1's (every
+    score tied, every value equal) and sequence 2's (one token) stay exact points. A later
+    uniform softmax mean (A = 0) of sequence 1 is 7/3: exact, or an arb box that is no point.
+    The replay once chose between the two by one flag for the whole dataset, so one process
+    refused `exact` on sequence 1 while the shard holding it alone proved it (red team,
+    2026-12-04); it now decides per sequence: both prove it."""
+    e2 = [{"u": ["0", "1"], "v": ["0", "1"]}]
+    model = {"format": "tfcert.model/1", "d": 2, "attention": "softmax", "temperature": "12102203/16777216",
+             "blocks": [{"ff": {"eta": "1", "U": [["0", "0"]], "b": ["-1"], "W": [["0"], ["0"]]},
+                         "sa": {"rho": "1", "A": {"scale": "0", "low_rank": e2}, "V": {"scale": "0", "low_rank": e2}}},
+                        {"ff": {"eta": "1", "U": [["1", "0"]] * 4, "b": ["-199/2", "-399/4", "-401/4", "-201/2"],
+                                "W": [["1", "-2", "2", "-1"], ["0", "0", "0", "0"]]},
+                         "sa": {"rho": "0", "A": {"scale": "0", "low_rank": []},
+                                "V": {"scale": "0", "low_rank": [{"u": ["1", "0"], "v": ["1", "0"]}]}}}]}
+    data = {"format": "tfcert.dataset/1", "d": 2, "pairs": [
+        {"input": [["1", "1"], ["2", "2"]], "output": [["3/2", "0"]]},
+        {"input": [["1", "0"], ["2", "0"], ["4", "0"]], "output": [["7/3", "0"]]},
+        {"input": [["5", "0"]], "output": [["5", "0"]]}]}
+    tau = {"kind": "tau_star", "block": 0, "tau_star": "12102203/16777216", "radius": "1/4", "noise_bound": "1/4",
+           "step": "1/16777216", "closed_form": "12102203/16777216"}  # the largest τ on 2^-24 with e^{-1/τ} ≤ 1/4
+    snap = {"kind": "snap", "block": 1, "units": [0, 1, 2, 3], "coordinate": 0, "center": "100", "radius": "1/4",
+            "reach": "1/2", "moves": [], "to": ["100", "0"]}  # far from every token: it ties the radius to the model
+    files = {"model.json": json.dumps(model).encode(), "dataset.json": json.dumps(data).encode()}
+    files["certificate.json"] = json.dumps({
+        "format": "tfcert.certificate/1", "model_sha256": hashlib.sha256(files["model.json"]).hexdigest(),
+        "dataset_sha256": hashlib.sha256(files["dataset.json"]).hexdigest(), "attention": "softmax",
+        "theorem": "1.8", "tau_star": "12102203/16777216",
+        "phases": [{"name": "all", "blocks": [0, 2], "claims": [tau, snap, {"kind": "exact"}]}]}).encode()
+    assert shards.split([2, 3, 1], 2) == [[1], [0, 2]]  # sequence 1 alone in a shard of points
+    one = report(files)
+    assert one == report(files, 2) and one[0] is True, one

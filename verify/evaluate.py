@@ -75,6 +75,13 @@ class Step:
         return proj if g == 1 else Scaled(proj, g)
 
 
+def _uniform(sa: SA, X: list[Vec]) -> list[Vec]:
+    """ρ x + V m for every token of a sequence of exact points under A = 0: m is their exact mean
+    (hardmax averages them all; softmax weighs each by exp(0) = 1)."""
+    shift = apply_low_rank(sa.V, mean(X, range(len(X))))
+    return [add(scale(sa.rho, x), shift) for x in X]
+
+
 def _split(flat: list, shape: tuple[int, ...]) -> tuple[tuple, ...]:
     out, start = [], 0
     for n in shape:
@@ -194,8 +201,7 @@ class Replay:
         for seq, (o, n) in enumerate(zip(self.offsets, self.lengths)):
             X = self.tokens[o:o + n]
             if uniform:
-                shift = apply_low_rank(sa.V, mean(X, range(n)))
-                new = [add(scale(sa.rho, x), shift) for x in X]
+                new = _uniform(sa, X)
             else:
                 att = attention_table(sa.A, X)
                 attention.append(tuple(att))
@@ -211,13 +217,15 @@ class Replay:
         if sa.rho == 1 and is_zero_matrix(sa.V, d):
             return None, False, None
         uniform = is_zero_matrix(sa.A, d)
-        points = self.points
-        if uniform and points:
+        if uniform and self.points:
             return self._sa(sa)[0], True, None
         new, attention, noises = [], [], []
         for o, n in zip(self.offsets, self.lengths):
             X = self.tokens[o:o + n]
-            if points and rank_one(sa.V) is not None:
+            points = all(is_point(x) for x in X)  # this sequence's: a shard of it computes the same tokens
+            if points and uniform:
+                out = _uniform(sa, X)
+            elif points and rank_one(sa.V) is not None:
                 out, att, nz = sa_rank_one(sa, X, self.tau, self.below)
                 attention.append(att)
                 noises.append(nz)
