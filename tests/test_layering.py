@@ -149,8 +149,9 @@ PARTS = {
     # known, the values each exp(0) within 4u of 1 and each normalisation give it, computed; a
     # uniform mean and a tie average taken on the coordinates V reads alone; the score's Âᵀ x̂_l
     # range-checked as Â x̂_i is; where a range check on every token's maxima fails, each
-    # sequence's own, and a refusal naming its sequence or token, so that shards agree)
-    "float analysis": (("floats.py", "float_analysis.py", "determined.py"), 958),
+    # sequence's own, and a refusal naming its sequence or token, so that shards agree; a U row's
+    # direction found once per row, not per unit and layer)
+    "float analysis": (("floats.py", "float_analysis.py", "determined.py"), 963),
 }
 
 

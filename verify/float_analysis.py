@@ -329,6 +329,7 @@ class Analysis:
         self._last: dict[str, tuple] = {"ff": (None,), "sa": (None,)}  # by layer: (parameters, rounded)
         self._seen: dict[str, tuple] = {"ff": (None, None), "sa": (None, None)}  # by layer: checked (rounded, X)
         self._rounding: dict[tuple, Rounded] = {}  # by key(values)
+        self._canon: dict[int, tuple] = {}  # by id(row): the row and its direction (_direction)
         self._dense: dict[int, tuple] = {}  # by id(V): V and its dense entries (_entries)
         self._rows: dict[tuple, tuple] = {}  # by (id(V), c): V and its dense row c in floats (determined.output)
         self._shared: dict[tuple, tuple] = {}  # one copy of each grain tuple (tokens share them)
@@ -562,12 +563,16 @@ class Analysis:
         format rounds g·r to g times r's rounding (no overflow, no subnormal), each term of the
         slack scales by g, so a token whose slack on r is at most threshold/g (a lower bound)
         has its slack on g·r at most threshold; otherwise the row keeps a list of its own."""
-        first = next(v for v in row.exact if v)
-        g = fmpq(2) ** (int(abs(first).p).bit_length() - int(abs(first).q).bit_length())
-        g = g / 2 if abs(first) < g else g
-        canon = self._round(tuple(v / g for v in row.exact))
-        if g == 1 or any(h * g != rh for h, rh in zip(canon.hat, row.hat)):
+        if id(row) not in self._canon:  # once per row (a hat's units share theirs); kept alive there
+            first = next(v for v in row.exact if v)
+            g = fmpq(2) ** (int(abs(first).p).bit_length() - int(abs(first).q).bit_length())
+            g = g / 2 if abs(first) < g else g
+            canon = self._round(tuple(v / g for v in row.exact))
+            scaled = g != 1 and all(h * g == rh for h, rh in zip(canon.hat, row.hat))
+            self._canon[id(row)] = row, (canon, g) if scaled else None
+        if self._canon[id(row)][1] is None:
             return row, threshold
+        canon, g = self._canon[id(row)][1]
         t = threshold / float(g)  # exact but where it underflows or overflows
         if t in (inf, -inf) or threshold in (inf, -inf):
             return row, threshold
