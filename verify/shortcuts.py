@@ -147,10 +147,9 @@ def ff_support(ff: FF) -> list[Support]:
                 return [Support(None)]
             continue
         breaks = [-ff.b[j] for j in units]
-        slope = [sum((col[i] for col in cols), ZERO) for i in range(len(ff.W))]
-        offset = [sum((col[i] * ff.b[j] for j, col in zip(units, cols)), ZERO)
-                  for i in range(len(ff.W))]
-        compact = all(v == 0 for v in slope) and all(v == 0 for v in offset)
+        written = [i for i in range(len(ff.W)) if any(col[i] != 0 for col in cols)]  # a row no unit writes adds 0
+        compact = all(sum((col[i] for col in cols), ZERO) == 0 and
+                      sum((col[i] * ff.b[j] for j, col in zip(units, cols)), ZERO) == 0 for i in written)
         out.append(Support(row, min(breaks), max(breaks) if compact else None))
     return out
 
