@@ -563,16 +563,16 @@ class Analysis:
         format rounds g·r to g times r's rounding (no overflow, no subnormal), each term of the
         slack scales by g, so a token whose slack on r is at most threshold/g (a lower bound)
         has its slack on g·r at most threshold; otherwise the row keeps a list of its own."""
-        if id(row) not in self._canon:  # once per row (a hat's units share theirs); kept alive there
+        if (known := self._canon.get(name := id(row))) is None:  # once per row (a hat's units share it)
             first = next(v for v in row.exact if v)
             g = fmpq(2) ** (int(abs(first).p).bit_length() - int(abs(first).q).bit_length())
             g = g / 2 if abs(first) < g else g
             canon = self._round(tuple(v / g for v in row.exact))
             scaled = g != 1 and all(h * g == rh for h, rh in zip(canon.hat, row.hat))
-            self._canon[id(row)] = row, (canon, g) if scaled else None
-        if self._canon[id(row)][1] is None:
+            self._canon[name] = known = row, (canon, g) if scaled else None  # the row kept alive: its id stays its
+        if known[1] is None:
             return row, threshold
-        canon, g = self._canon[id(row)][1]
+        canon, g = known[1]
         t = threshold / float(g)  # exact but where it underflows or overflows
         if t in (inf, -inf) or threshold in (inf, -inf):
             return row, threshold
