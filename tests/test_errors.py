@@ -302,6 +302,8 @@ def test_corrupted_error_names_the_path(bundle_values, tmp_path, capsys):
     ("", "malformed JSON"),
     ("{", "malformed JSON"),
     ('{"format": "tfcert.dataset/1",}', "malformed JSON"),
+    ('{"format": "tfcert.dataset/1\x01"}', "malformed JSON at line 1 column 29: Invalid control character"),
+    ('{"format": "tfcert', "malformed JSON at line 1 column 12: Unterminated string starting"),
     ("[1, 2]", "$: expected an object"),
     ('"hello"', "$: expected an object"),
     ("[" * 100000 + "]" * 100000, "nested too deeply"),
@@ -309,7 +311,7 @@ def test_corrupted_error_names_the_path(bundle_values, tmp_path, capsys):
 def test_malformed_json(text, fragment, tmp_path, capsys):
     ds = write_raw(tmp_path / "ds.json", text)
     line = construct_fails(ds, tmp_path, capsys, path=False)
-    assert fragment in line
+    assert fragment in line and not line.endswith(" at")  # json's messages end in " at" before the position
 
 
 def _reference(text: str):

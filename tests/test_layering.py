@@ -121,8 +121,9 @@ PARTS = {
     "shortcuts": (("shortcuts.py",), 139),
     # the replay driver and the kernel's reading: formats, exact numbers, the certificate's walk
     # (an FF layer evaluates a run of equal tokens once; a softmax layer takes exact points or
-    # enclosures sequence by sequence, so that shards replay what one process does)
-    "replay": (("__init__.py", "check.py", "errors.py", "evaluate.py", "formats.py", "numbers.py"), 761),
+    # enclosures sequence by sequence, so that shards replay what one process does; json's error
+    # messages without their dangling " at")
+    "replay": (("__init__.py", "check.py", "errors.py", "evaluate.py", "formats.py", "numbers.py"), 762),
     # one module per claim kind and the protocol they meet, and z3's region queries (with the
     # hook that hands each query to observers for --emit-smt and --cross-check; hat, snap and
     # tau_star split into static, tokens and verdict, so that shards reuse them)

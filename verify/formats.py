@@ -179,7 +179,8 @@ def parse_document(name: str, raw: bytes) -> Document:
     except UnicodeDecodeError:
         raise InputError(f"{name}: not UTF-8 text") from None
     except json.JSONDecodeError as exc:
-        raise InputError(f"{name}: malformed JSON at line {exc.lineno} column {exc.colno}: {exc.msg}") from None
+        raise InputError(f"{name}: malformed JSON at line {exc.lineno} column {exc.colno}: "
+                         f"{exc.msg.removesuffix(' at')}") from None  # json's "Invalid control character at"
     except RecursionError:
         raise InputError(f"{name}: JSON nested too deeply") from None
     if repeated:

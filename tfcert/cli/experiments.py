@@ -90,7 +90,7 @@ def read_records(path: str) -> tuple[list[dict], dict]:
         try:
             obj = json.loads(line)
         except json.JSONDecodeError as exc:
-            raise InputError(f"--from: {path}: line {n}: not JSON ({exc.msg})") from None
+            raise InputError(f"--from: {path}: line {n}: not JSON ({exc.msg.removesuffix(' at')})") from None
         if isinstance(obj, dict) and "sweep" in obj:
             meta = obj["sweep"]
         elif isinstance(obj, dict) and "experiment" in obj and "nmse" in obj:
