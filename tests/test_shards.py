@@ -259,14 +259,13 @@ def _bundle(blocks: list, pairs: list, fmt: str) -> dict[str, bytes]:
     and a float bound of 0."""
     def vec(v):
         return [str(Fraction(x)) for x in v]
-    model = json.dumps({"format": "tfcert.model/1", "d": 2, "attention": "hardmax", "blocks": blocks}).encode()
-    data = json.dumps({"format": "tfcert.dataset/1", "d": 2, "pairs": [
-        {"input": [vec(t) for t in x], "output": [vec(t) for t in y]} for x, y in pairs]}).encode()
-    cert = {"format": "tfcert.certificate/1", "model_sha256": hashlib.sha256(model).hexdigest(),
-            "dataset_sha256": hashlib.sha256(data).hexdigest(), "attention": "hardmax", "theorem": "1.6",
+    model = {"format": "tfcert.model/1", "d": 2, "attention": "hardmax", "blocks": blocks}
+    data = {"format": "tfcert.dataset/1", "d": 2,
+            "pairs": [{"input": [vec(t) for t in x], "output": [vec(t) for t in y]} for x, y in pairs]}
+    cert = {"format": "tfcert.certificate/1", "attention": "hardmax", "theorem": "1.6",
             "phases": [{"name": "all", "blocks": [0, len(blocks)],
                         "claims": [{"kind": "exact"}, {"kind": "float", "format": fmt, "bound": "0"}]}]}
-    return {"model.json": model, "dataset.json": data, "certificate.json": json.dumps(cert).encode()}
+    return rehashed({}, model=model, dataset=data, certificate=cert)
 
 
 @pytest.mark.parametrize("fmt, emax", [("binary64", 1023), ("binary32", 127), ("binary16", 15)])
@@ -323,12 +322,9 @@ def test_a_softmax_layer_takes_points_or_enclosures_per_sequence_so_shards_agree
            "step": "1/16777216", "closed_form": "12102203/16777216"}  # the largest τ on 2^-24 with e^{-1/τ} ≤ 1/4
     snap = {"kind": "snap", "block": 1, "units": [0, 1, 2, 3], "coordinate": 0, "center": "100", "radius": "1/4",
             "reach": "1/2", "moves": [], "to": ["100", "0"]}  # far from every token: it ties the radius to the model
-    files = {"model.json": json.dumps(model).encode(), "dataset.json": json.dumps(data).encode()}
-    files["certificate.json"] = json.dumps({
-        "format": "tfcert.certificate/1", "model_sha256": hashlib.sha256(files["model.json"]).hexdigest(),
-        "dataset_sha256": hashlib.sha256(files["dataset.json"]).hexdigest(), "attention": "softmax",
-        "theorem": "1.8", "tau_star": "12102203/16777216",
-        "phases": [{"name": "all", "blocks": [0, 2], "claims": [tau, snap, {"kind": "exact"}]}]}).encode()
+    files = rehashed({}, model=model, dataset=data, certificate={
+        "format": "tfcert.certificate/1", "attention": "softmax", "theorem": "1.8", "tau_star": "12102203/16777216",
+        "phases": [{"name": "all", "blocks": [0, 2], "claims": [tau, snap, {"kind": "exact"}]}]})
     assert shards.split([2, 3, 1], 2) == [[1], [0, 2]]  # sequence 1 alone in a shard of points
     one = report(files)
     assert one == report(files, 2) and one[0] is True, one
