@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 from conftest import REPO, dataset_json, run, write_json
-from flint import fmpq
+from flint import fmpq, fmpz
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -747,6 +747,27 @@ def test_number_examples():
     assert read_number_through_file('"+2"') == 2
     assert read_number_through_file("-0.0") == 0
     assert read_number_through_file("12345678901234567890123") == 12345678901234567890123
+
+
+_NINES, _SEVENS = fmpz(10)**4000 - 1, (fmpz(10)**4000 - 1) // 9 * 7
+
+
+@pytest.mark.parametrize("text, value", [
+    ("9" * 4000, _NINES), ("-" + "9" * 4000, -_NINES), ('"%s"' % ("9" * 4000), _NINES),  # bare and as a string
+    ('"%s/%s"' % ("7" * 4000, "1" + "0" * 3998 + "1"), fmpq(_SEVENS, fmpz(10)**3999 + 1)),
+    ('"-0.%se-4000"' % ("9" * 3999), -fmpq(fmpz(10)**3999 - 1, fmpz(10)**7999)),
+    ("9" * 4001, None), ("-" + "9" * 4001, None), ("1" + "0" * 4015, None), ('"%s"' % ("9" * 4001), None),
+    ('"%s/3"' % ("7" * 4001), None), ('"3/%s"' % ("9" * 4001), None), ('"1.%se5"' % ("0" * 4000), None),
+])
+def test_a_dataset_number_has_at_most_4000_digits_however_written(text, value):
+    """The format's limit counts digits — of an integer, a numerator, a denominator or a
+    mantissa — not characters or bits: 4000 are read exactly, 4001 are refused with the path."""
+    if value is None:
+        with pytest.raises(InputError, match=r"^ds\.json: \$\.pairs\[0\]\.input\[0\]\[0\]: "
+                                             r"number too large \(\d+ digits, limit digits=4000\)$"):
+            read_number_through_file(text)
+    else:
+        assert read_number_through_file(text) == value
 
 
 @settings(max_examples=200, deadline=None)

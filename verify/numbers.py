@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from functools import lru_cache
 
 from flint import fmpq, fmpz
 
@@ -86,18 +87,19 @@ def _parse(value: object, where: str, digits: int) -> fmpq:
     if isinstance(value, bool):
         raise InputError(f"{where}: expected a number, got a boolean")
     if isinstance(value, int):
-        if abs(value).bit_length() > digits * 4:
-            raise InputError(f"{where}: number too large")
+        if abs(value) >= _power_of_ten(digits):  # more than ``digits`` digits
+            raise InputError(f"{where}: number too large (over {digits} digits, limit digits={digits})")
         return fmpq(value)
     if not isinstance(value, str):
         raise InputError(f"{where}: expected a number, got {_JSON_NAMES.get(type(value), type(value).__name__)}")
     text = value.strip()
     if not text:
         raise InputError(f"{where}: empty string is not a number")
-    if len(text) > digits + 16:
+    if len(text) > 2 * digits + 16:  # a fraction of two longest parts, signed; a mantissa, point and exponent
         raise InputError(f"{where}: number too large ({len(text)} characters, limit digits={digits})")
     match = _FRACTION.fullmatch(text)
     if match:
+        _digits(where, digits, match.group(1).lstrip("+-"), match.group(2))
         den = _integer(match.group(2))
         if den == 0:
             raise InputError(f"{where}: zero denominator in {show(repr(text))}")
@@ -107,6 +109,7 @@ def _parse(value: object, where: str, digits: int) -> fmpq:
         raise InputError(f"{where}: malformed number {show(repr(text))}")
     sign, whole, frac, exp = match.groups()
     frac = frac or ""
+    _digits(where, digits, (whole or "") + frac)
     exponent = int(exp) if exp else 0
     if abs(exponent) > MAX_EXPONENT:
         raise InputError(f"{where}: exponent out of range in {show(repr(text))}")
@@ -115,6 +118,18 @@ def _parse(value: object, where: str, digits: int) -> fmpq:
     if shift >= 0:
         return fmpq(mantissa * fmpz(10)**shift)
     return fmpq(mantissa, fmpz(10)**-shift)
+
+
+def _digits(where: str, digits: int, *parts: str) -> None:
+    """The text's own limit: ``digits`` digits in a numerator, a denominator or a
+    mantissa (its characters were bounded before the match, sign and exponent included)."""
+    if (longest := max(map(len, parts))) > digits:
+        raise InputError(f"{where}: number too large ({longest} digits, limit digits={digits})")
+
+
+@lru_cache(maxsize=8)
+def _power_of_ten(digits: int) -> int:
+    return 10**digits
 
 
 def _integer(digits: str) -> fmpz:

@@ -37,14 +37,17 @@ def basis(rows: list[tuple[fmpq, ...]]) -> Rows:
     return tuple(tuple(reduced[i, j] for j in range(reduced.ncols())) for i in range(rank))
 
 
-def solve(s: z3.ArithRef, *constraints) -> tuple[str, object, str]:
+def solve(s: z3.ArithRef, observed: bool, *constraints) -> tuple[str, object, str | None]:
     """("unsat", None), ("sat", a value of s: fmpq when rational) or
-    ("unknown", None) when z3 gives no answer within LIMITS.z3_seconds; then
-    the query's SMT-LIB2 text (z3 prints rationals exactly, as (/ p q))."""
+    ("unknown", None) when z3 gives no answer within LIMITS.z3_seconds; then,
+    where OBSERVERS will read it (``observed``), the query's SMT-LIB2 text (z3
+    prints rationals exactly, as (/ p q)); else None: printing a query of large
+    numbers costs as much as deciding it."""
     solver = z3.SolverFor("QF_LRA")
     solver.set("timeout", max(1, int(LIMITS.z3_seconds * 1000)))
     solver.add(*constraints)
-    result, text = solver.check(), "(set-logic QF_LRA)\n" + solver.to_smt2()
+    result = solver.check()
+    text = "(set-logic QF_LRA)\n" + solver.to_smt2() if observed else None
     if result != z3.sat:
         return ("unsat" if result == z3.unsat else "unknown"), None, text
     value = solver.model().eval(s, model_completion=True)
@@ -86,7 +89,7 @@ def zero_outside(ff: FF, units: tuple[int, ...], lo: fmpq, hi: fmpq) -> str | No
     if hi <= lo:
         return f"empty window ({lo}, {hi})"
     offsets = tuple((lo + ff.b[j]) / (hi - lo) for j in units)
-    return explain(_zero_outside_unit(rows, offsets), "the group is non-zero outside its window",
+    return explain(_zero_outside_unit(rows, offsets, bool(OBSERVERS)), "the group is non-zero outside its window",
                    at=lambda s: lo + s * (hi - lo))
 
 
@@ -103,27 +106,27 @@ def ramps_to(ff: FF, units: tuple[int, ...], lo: fmpq, hi: fmpq, above: tuple[fm
     for past, target, what in ((False, (fmpq(0),) * len(above), "the group is not zero below its window"),
                                (True, above, "the group is not the stated move above its window")):
         rows = basis([tuple(w_row[j] for j in units) + (-a / (hi - lo),) for w_row, a in zip(ff.W, target)])
-        if rows and (problem := explain(_zero_on_side(rows, offsets, past), what, at=lambda s: lo + s * (hi - lo))):
+        if rows and (problem := explain(_zero_on_side(rows, offsets, past, bool(OBSERVERS)), what, at=lambda s: lo + s * (hi - lo))):
             problems.append(problem)
     return "; ".join(problems) or None
 
 
 @lru_cache(maxsize=4096)
-def _zero_on_side(rows: Rows, offsets: tuple[fmpq, ...], above: bool) -> tuple[str, object, str]:
+def _zero_on_side(rows: Rows, offsets: tuple[fmpq, ...], above: bool, observed: bool) -> tuple:
     """Σ_j w_j σ(s + offset_j) + c = 0 for every s ≥ 1 (``above``) or every s ≤ 0, for each row (w…, c)."""
     s = z3.Real("s")
     terms = _relus(s, offsets) + [z3.RealVal(1)]
     nonzero = [z3.Sum([q(c) * v for c, v in zip(row, terms)]) != 0 for row in rows]
-    return solve(s, s >= 1 if above else s <= 0, z3.Or(nonzero))
+    return solve(s, observed, s >= 1 if above else s <= 0, z3.Or(nonzero))
 
 
 @lru_cache(maxsize=4096)
-def _zero_outside_unit(rows: Rows, offsets: tuple[fmpq, ...]) -> tuple[str, object, str]:
+def _zero_outside_unit(rows: Rows, offsets: tuple[fmpq, ...], observed: bool) -> tuple:
     """Σ_j row_j σ(s + offset_j) = 0 for every s ∉ (0, 1), for each row."""
     s = z3.Real("s")
     h = _relus(s, offsets)
     nonzero = [z3.Sum([q(c) * v for c, v in zip(row, h)]) != 0 for row in rows]
-    return solve(s, z3.Or(s <= 0, s >= 1), z3.Or(nonzero))
+    return solve(s, observed, z3.Or(s <= 0, s >= 1), z3.Or(nonzero))
 
 
 def lands_on(ff: FF, units: tuple[int, ...], k: int, center: fmpq, radius: fmpq, to: tuple[fmpq, ...]) -> str | None:
@@ -140,14 +143,14 @@ def lands_on(ff: FF, units: tuple[int, ...], k: int, center: fmpq, radius: fmpq,
     if not rows:
         return None
     offsets = tuple((c + ff.b[j]) / r for j in units)
-    return explain(_lands_on_unit(rows, offsets), f"a token t·e_{k + 1} on the plateau misses the target",
+    return explain(_lands_on_unit(rows, offsets, bool(OBSERVERS)), f"a token t·e_{k + 1} on the plateau misses the target",
                    at=lambda s: c + r * s)
 
 
 @lru_cache(maxsize=4096)
-def _lands_on_unit(rows: Rows, offsets: tuple[fmpq, ...]) -> tuple[str, object, str]:
+def _lands_on_unit(rows: Rows, offsets: tuple[fmpq, ...], observed: bool) -> tuple:
     """a·s + Σ_j w_j σ(s + offset_j) + c = 0 for every s ∈ [−1, 1], for each row (a, w…, c)."""
     s = z3.Real("s")
     terms = [s] + _relus(s, offsets) + [z3.RealVal(1)]
     nonzero = [z3.Sum([q(c) * v for c, v in zip(row, terms)]) != 0 for row in rows]
-    return solve(s, s >= -1, s <= 1, z3.Or(nonzero))
+    return solve(s, observed, s >= -1, s <= 1, z3.Or(nonzero))
