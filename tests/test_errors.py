@@ -770,6 +770,12 @@ def test_a_dataset_number_has_at_most_4000_digits_however_written(text, value):
         assert read_number_through_file(text) == value
 
 
+def test_a_huge_digits_limit_reads_a_bare_integer_without_forming_its_power_of_ten():
+    """--limit digits=N takes N up to 2^62: 10^N must never be formed for a short number."""
+    assert parse_number(7, "$.x", 2**62 - 1) == 7
+    assert parse_number(-10**3999, "$.x", 2**62 - 1) == -fmpz(10)**3999
+
+
 @settings(max_examples=200, deadline=None)
 @given(st.fractions())
 def test_round_trip_fmpq_str_parse(value):

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from functools import lru_cache
 
 from flint import fmpq, fmpz
 
@@ -87,7 +86,8 @@ def _parse(value: object, where: str, digits: int) -> fmpq:
     if isinstance(value, bool):
         raise InputError(f"{where}: expected a number, got a boolean")
     if isinstance(value, int):
-        if abs(value) >= _power_of_ten(digits):  # more than ``digits`` digits
+        bits = abs(value).bit_length()  # 2^(3·digits) < 10^digits < 2^(4·digits): 10^digits formed only near it
+        if bits > 3 * digits and (bits > 4 * digits or abs(value) >= 10**digits):  # more than ``digits`` digits
             raise InputError(f"{where}: number too large (over {digits} digits, limit digits={digits})")
         return fmpq(value)
     if not isinstance(value, str):
@@ -125,11 +125,6 @@ def _digits(where: str, digits: int, *parts: str) -> None:
     mantissa (its characters were bounded before the match, sign and exponent included)."""
     if (longest := max(map(len, parts))) > digits:
         raise InputError(f"{where}: number too large ({longest} digits, limit digits={digits})")
-
-
-@lru_cache(maxsize=8)
-def _power_of_ten(digits: int) -> int:
-    return 10**digits
 
 
 def _integer(digits: str) -> fmpz:
