@@ -7,6 +7,7 @@ from __future__ import annotations
 import copy
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -930,3 +931,39 @@ def test_no_raise_hint_for_the_formats_own_digits(tmp_path, capsys):
     rc, out, err = run(["audit", REPO / "certificates" / "demo-softmax", "--temperature", "1" * 4100], capsys)
     line = assert_input_error(rc, out, err, None, path=False)
     assert line.endswith("limit digits=4000)"), line
+
+
+def test_a_number_too_large_for_a_float_format_is_cut_in_the_message(tmp_path, capsys):
+    """A float analysis that stops on a number the format cannot hold quotes it as every
+    message quotes file text: cut to 200 characters, its length said (not 4001 digits)."""
+    model = {"format": "tfcert.model/1", "d": 2, "attention": "hardmax", "blocks": [
+        {"ff": {"eta": "1", "U": [["0", "0"]], "b": ["0"], "W": [["0"], ["0"]]},
+         "sa": {"rho": "1", "A": {"scale": "0", "low_rank": []}, "V": {"scale": "0", "low_rank": []}}}]}
+    data = dataset_json(2, [([["1e4000", "0"]], [["1e4000", "0"]])])
+    rc, out, err = run(["audit", "--model", write_json(tmp_path / "m.json", model),
+                        "--dataset", write_json(tmp_path / "d.json", data), "--float", "binary64"], capsys)
+    line = next(line for line in out.splitlines() if line.startswith("float binary64"))
+    assert line.endswith("…(4001 characters) overflows binary64") and len(line) < 400, line
+
+
+def test_running_out_of_memory_is_one_error_line(monkeypatch, capsys):
+    """A dataset whose exact numbers outgrow the machine (red team: 10 000 tokens on a convex
+    curve with 10-digit prime denominators) ends in one error line and exit 2, not a traceback."""
+    import tfcert.cli.main as cli
+
+    def exhausted(args):
+        raise MemoryError
+    monkeypatch.setattr(cli, "cmd_verify", exhausted)
+    rc, out, err = run(["verify", REPO / "certificates" / "demo-hardmax"], capsys)
+    assert rc == 2 and out == ""
+    assert err.count("\n") == 1 and err.startswith("error: out of memory"), err
+
+
+def test_the_hostile_costs_script_runs(capsys):
+    """tests/hostile_costs.py --quick: the three hostile inputs of docs/certificates.md, small."""
+    import hostile_costs
+
+    assert hostile_costs.main(["--quick"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert [line.split(":")[0] for line in lines] == ["convex", "dense", "range"], lines
+    assert all(re.search(r": exit [01], [\d.]+ s, \d+ MiB$", line) for line in lines), lines

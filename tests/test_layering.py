@@ -117,19 +117,21 @@ PARTS = {
     # softmax scores taken once per group of equal columns and once per distinct query: Scores.columns)
     "formulas": (("layers.py", "enclose.py"), 260),
     # what to evaluate, never how: FF support and sorted projections (one ranking per direction,
-    # read for each positive multiple of it: Scaled), the planar argmax table
-    "shortcuts": (("shortcuts.py",), 139),
+    # read for each positive multiple of it: Scaled), the planar argmax table (its scores rational,
+    # not integers over one common denominator, which grew with the hull)
+    "shortcuts": (("shortcuts.py",), 133),
     # the replay driver and the kernel's reading: formats, exact numbers, the certificate's walk
     # (an FF layer evaluates a run of equal tokens once; a softmax layer takes exact points or
     # enclosures sequence by sequence, so that shards replay what one process does; json's error
-    # messages without their dangling " at")
-    "replay": (("__init__.py", "check.py", "errors.py", "evaluate.py", "formats.py", "numbers.py"), 762),
+    # messages without their dangling " at"; a number's digits counted in each of its parts)
+    "replay": (("__init__.py", "check.py", "errors.py", "evaluate.py", "formats.py", "numbers.py"), 768),
     # one module per claim kind and the protocol they meet, and z3's region queries (with the
     # hook that hands each query to observers for --emit-smt and --cross-check; hat, snap and
-    # tau_star split into static, tokens and verdict, so that shards reuse them)
+    # tau_star split into static, tokens and verdict, so that shards reuse them; a query's
+    # SMT-LIB2 text printed only where an observer reads it)
     "claims": (("regions.py", "claims/__init__.py", "claims/argmax.py", "claims/clusters.py",
                 "claims/exact.py", "claims/float.py", "claims/hat.py", "claims/separation.py",
-                "claims/size.py", "claims/snap.py", "claims/tau_star.py", "claims/uniform.py"), 685),
+                "claims/size.py", "claims/snap.py", "claims/tau_star.py", "claims/uniform.py"), 686),
     # the float-error analysis: the formats' standard model and the layer-by-layer bound
     # (each underflow scaled by what multiplies it later; the softmax mean centred on its
     # argmax token, each weight's error relative to the argmax's and per pair where the weight

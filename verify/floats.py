@@ -21,7 +21,7 @@ from functools import cached_property, lru_cache
 
 from flint import fmpq, fmpz
 
-from tfcert.verify.numbers import ZERO
+from tfcert.verify.numbers import ZERO, show
 
 BOUND_BITS = 40  # significant bits kept by ``up``
 EXP_ULPS = 2  # documented accuracy of exp: 2 ulps (relative error ≤ 4u; 2·tiny below the normal range)
@@ -97,7 +97,7 @@ def round_nearest(q: fmpq, fmt: Format) -> fmpq:
         m += 1
     value = fmpq(m) / fmpq(2) ** shift if shift >= 0 else fmpq(m * 2 ** -shift)
     if value > fmt.largest:
-        raise OverflowError(f"{q} overflows {fmt.name}")
+        raise OverflowError(f"{show(q)} overflows {fmt.name}")
     return value if q > 0 else -value
 
 

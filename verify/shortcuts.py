@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from dataclasses import dataclass
-from math import inf, lcm
+from math import inf
 
 from flint import fmpq
 from sortedcontainers import SortedList
@@ -86,8 +86,6 @@ def _planar_table(queries: list[Vec], keys: list[Vec]) -> list[Attention]:
     second = _edges([p for p in points if key(p) not in on_first])
     near = distinct_sorted([p for e in first for p in (e[:2] + e[-2:])] + [p for e in second for p in (e[0], e[-1])])
     near_names = [key(p) for p in near]
-    mu = lcm(*(int(v.q) for p in near for v in p))  # the scores in integers: keys times μ, each query times λ
-    whole = [tuple(int(v * mu) for v in p) for p in near]
     edges = [[key(p) for p in edge] for edge in first]
     names = [key(q) for q in queries]
     memo: dict[tuple, Attention] = {}
@@ -96,15 +94,12 @@ def _planar_table(queries: list[Vec], keys: list[Vec]) -> list[Attention]:
             if not any(q):
                 memo[name] = Attention(tuple(range(len(keys))), None)
                 continue
-            lam = lcm(*(int(v.q) for v in q))
-            qi = [int(v * lam) for v in q]
-            att = attention_of([qi[0] * p[0] + qi[1] * p[1] for p in whole])  # λμ·score: same order, λμ·gap
+            att = attention_of([q[0] * p[0] + q[1] * p[1] for p in near])
             top = {near_names[a] for a in att.argmax}
             for edge in edges if len(top) > 1 else ():  # two ends score best: the edge between them too
                 if edge[0] in top and edge[-1] in top:
                     top.update(edge)
-            memo[name] = Attention(tuple(sorted(l for n in top for l in ids[n])),
-                                   None if att.gap is None else fmpq(att.gap, lam * mu))
+            memo[name] = Attention(tuple(sorted(l for n in top for l in ids[n])), att.gap)
     return [memo[n] for n in names]
 
 

@@ -593,6 +593,10 @@ def main(argv: list[str] | None = None) -> int:
     except ArithmeticError as exc:  # numbers so large that no enclosure can be formed
         print(f"error: the input's numbers are out of range: {exc}", file=sys.stderr)
         return 2
+    except MemoryError:  # numbers or tokens beyond this machine's memory: one line, as for any refusal
+        print("error: out of memory (the input's numbers or tokens are too large for this machine; "
+              "--limit digits=N or tokens=N refuses such input at once)", file=sys.stderr)
+        return 2
     except KeyboardInterrupt:
         print("error: interrupted", file=sys.stderr)
         return 130

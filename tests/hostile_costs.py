@@ -1,0 +1,98 @@
+"""What small hostile files cost, as whole processes (docs/certificates.md, "What a size costs").
+
+python tests/hostile_costs.py [--tokens N] [--exponent E] [--quick]: builds three inputs that a red
+team found, each a file of under 1 MB within the default limits, and times the command on each
+(wall seconds and peak resident memory):
+
+* ``convex``: one hardmax sequence of N tokens (1/q, 1/q²) in d = 2, q distinct primes above 10^9,
+  A = I: every key lies on the hull of the others (a parabola), so all N² scores are formed;
+* ``dense``: one hardmax sequence of N small-integer tokens in d = 3, A = I: no planar shortcut,
+  all N² scores;
+* ``range``: a dataset of two sequences whose coordinates span 10^-E … 10^E, constructed: the
+  compression maps 2E decades onto one scale, a block per factor of 4.
+"""
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from flint import fmpz
+
+
+def _bundle(folder: Path, d: int, tokens: list[list[str]]) -> Path:
+    """One sequence, a one-block hardmax model with A = V = I, and a certificate claiming exactness."""
+    identity = {"scale": "1", "low_rank": []}
+    model = {"format": "tfcert.model/1", "d": d, "attention": "hardmax", "blocks": [
+        {"ff": {"eta": "1", "U": [], "b": [], "W": [[] for _ in range(d)]},
+         "sa": {"rho": "1", "A": identity, "V": identity}}]}
+    data = {"format": "tfcert.dataset/1", "d": d, "pairs": [{"input": tokens, "output": [tokens[0]]}]}
+    files = {name: json.dumps(doc).encode() for name, doc in (("model.json", model), ("dataset.json", data))}
+    certificate = {"format": "tfcert.certificate/1", "model_sha256": hashlib.sha256(files["model.json"]).hexdigest(),
+                   "dataset_sha256": hashlib.sha256(files["dataset.json"]).hexdigest(), "attention": "hardmax",
+                   "theorem": "1.6", "phases": [{"name": "p", "blocks": [0, 1], "claims": [{"kind": "exact"}]}]}
+    files["certificate.json"] = json.dumps(certificate).encode()
+    folder.mkdir()
+    for name, text in files.items():
+        (folder / name).write_bytes(text)
+    return folder
+
+
+def convex(folder: Path, n: int) -> Path:
+    q, tokens = fmpz(10**9), []
+    while len(tokens) < n:
+        if q.is_prime():
+            tokens.append([f"1/{q}", f"1/{q * q}"])
+        q += 1
+    return _bundle(folder, 2, tokens)
+
+
+def dense(folder: Path, n: int) -> Path:
+    return _bundle(folder, 3, [[str(k), str(k * k % 1009), str(k % 7)] for k in range(1, n + 1)])
+
+
+def wide_range(path: Path, e: int) -> Path:
+    path.write_text(json.dumps({"format": "tfcert.dataset/1", "d": 2, "pairs": [
+        {"input": [[f"1e{e}", f"1e-{e}"], [f"2e-{e}", f"3e{e - 1}"]], "output": [["1", f"1e-{e}"]]},
+        {"input": [[f"7e-{e}", "1"], [f"1e{e}", f"1e{e}"]], "output": [[f"1e-{e}", f"-1e{e}"], ["5", "5"]]}]}))
+    return path
+
+
+def _timed(argv: list[str]) -> str:
+    """Exit code, wall seconds and peak resident memory of ``tfcert -q ARGV`` as a whole process."""
+    start = time.perf_counter()
+    proc = subprocess.Popen([sys.executable, "-m", "tfcert", "-q", *argv], stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+    _, status, usage = os.wait4(proc.pid, 0)
+    wall = time.perf_counter() - start
+    return f"exit {os.waitstatus_to_exitcode(status)}, {wall:.1f} s, {usage.ru_maxrss / 1024:.0f} MiB"
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--tokens", type=int, default=10_000)
+    p.add_argument("--exponent", type=int, default=2000)
+    p.add_argument("--quick", action="store_true", help="100 tokens and 10^±100: that the script runs")
+    args = p.parse_args(argv)
+    n, e = (100, 100) if args.quick else (args.tokens, args.exponent)
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        for name, make in (("convex", convex), ("dense", dense)):
+            folder = make(root / name, n)
+            size = sum(f.stat().st_size for f in folder.iterdir())
+            print(f"{name}: one sequence of {n} tokens, {size / 1e3:.0f} kB: tfcert verify: {_timed(['verify', str(folder)])}",
+                  flush=True)
+        path = wide_range(root / "range.json", e)
+        print(f"range: 10^-{e} … 10^{e}, {path.stat().st_size} bytes: tfcert construct: "
+              f"{_timed(['construct', str(path), '-o', str(root / 'out')])}", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
