@@ -33,7 +33,7 @@ from tfcert.construct.hats import identity_sa, power_below
 from tfcert.construct.phase import Phase, frozen
 from tfcert.construct.separation import crowded
 from tfcert.verify.formats import FF, Block, Dataset
-from tfcert.verify.layers import apply_ff, relu
+from tfcert.verify.layers import apply_ff
 from tfcert.verify.numbers import ONE, ZERO
 
 RANGE = fmpq(2) ** 16  # compress where max|x| / min nonzero |x| exceeds this
@@ -55,11 +55,11 @@ def compress(dataset: Dataset, attention: str = "hardmax") -> Phase:
         return Phase("compress", (0, 0), (), (), frozen(seqs))
     d, share = dataset.d, 1 - fmpq(1, FACTOR)
     breakpoints, original = [], power_below(min(sizes))
-    while original < max(sizes):  # breakpoint k: the image of b·FACTOR^k after the layers before it
-        c = original
-        for earlier in breakpoints:
-            c -= share * relu(c - earlier)
+    slope, offset = ONE, ZERO  # the layers so far beyond their breakpoints, where each is x ↦ x/FACTOR + share·c
+    while original < max(sizes):  # breakpoint k: the image of b·FACTOR^k after the layers before it,
+        c = slope * original + offset  # which lies beyond each of theirs (the layers keep order)
         breakpoints.append(c)
+        slope, offset = slope / FACTOR, offset / FACTOR + share * c
         original *= FACTOR
     blocks = []
     for c in breakpoints:
