@@ -92,8 +92,8 @@ def main(argv: list[str] | None = None) -> int:
                 continue
             folder = make(root / name, n)
             size = sum(f.stat().st_size for f in folder.iterdir())
-            print(f"{name}: one sequence of {n} tokens, {size / 1e3:.0f} kB: tfcert verify: {_timed(['verify', str(folder)])}",
-                  flush=True)
+            print(f"{name}: one sequence of {n} tokens, {size / 1e3:.0f} kB: "
+                  f"tfcert verify: {_timed(['verify', str(folder)])}", flush=True)
         if "range" not in cases:
             return 0
         path = wide_range(root / "range.json", e)

@@ -106,7 +106,8 @@ def ramps_to(ff: FF, units: tuple[int, ...], lo: fmpq, hi: fmpq, above: tuple[fm
     for past, target, what in ((False, (fmpq(0),) * len(above), "the group is not zero below its window"),
                                (True, above, "the group is not the stated move above its window")):
         rows = basis([tuple(w_row[j] for j in units) + (-a / (hi - lo),) for w_row, a in zip(ff.W, target)])
-        if rows and (problem := explain(_zero_on_side(rows, offsets, past, bool(OBSERVERS)), what, at=lambda s: lo + s * (hi - lo))):
+        if rows and (problem := explain(_zero_on_side(rows, offsets, past, bool(OBSERVERS)), what,
+                                        at=lambda s: lo + s * (hi - lo))):
             problems.append(problem)
     return "; ".join(problems) or None
 
@@ -143,8 +144,8 @@ def lands_on(ff: FF, units: tuple[int, ...], k: int, center: fmpq, radius: fmpq,
     if not rows:
         return None
     offsets = tuple((c + ff.b[j]) / r for j in units)
-    return explain(_lands_on_unit(rows, offsets, bool(OBSERVERS)), f"a token t·e_{k + 1} on the plateau misses the target",
-                   at=lambda s: c + r * s)
+    return explain(_lands_on_unit(rows, offsets, bool(OBSERVERS)),
+                   f"a token t·e_{k + 1} on the plateau misses the target", at=lambda s: c + r * s)
 
 
 @lru_cache(maxsize=4096)
