@@ -5,9 +5,10 @@ team found, each a file of under 1 MB within the default limits, and times the c
 (wall seconds and peak resident memory):
 
 * ``convex``: one hardmax sequence of N tokens (1/q, 1/q²) in d = 2, q distinct primes above 10^9,
-  A = I: every key lies on the hull of the others (a parabola), so all N² scores are formed;
+  A = I: every key lies on the hull of the others (a parabola), so the planar table leaves them
+  all (the binary64 filter then leaves a few per query to score exactly);
 * ``dense``: one hardmax sequence of N small-integer tokens in d = 3, A = I: no planar shortcut,
-  all N² scores;
+  only the binary64 filter;
 * ``range``: a dataset of two sequences whose coordinates span 10^-E … 10^E, constructed: the
   compression maps 2E decades onto one scale, a block per factor of 4.
 """

@@ -150,6 +150,70 @@ def test_argmax_by_convex_layers_equals_all_scores(case):
     assert attention_table(A, X) == [attention_of(table.row(i)) for i in range(len(X))]
 
 
+@st.composite
+def filtered_case(draw):
+    """Scores filtered in binary64 first (shortcuts.FILTERED): d = 1 or 3…5, any A, a sequence
+    longer than FILTERED whose tokens repeat (ties), differ below binary64's resolution
+    (1 + 2^-80: equal floats, different scores) or in magnitude (2^±600, whose products
+    underflow or overflow binary64; 2^-1100, below its normal range)."""
+    d = draw(st.sampled_from([1, 3, 4, 5]))
+    scale = fmpq(draw(st.sampled_from([0, 1, -1, 3])))
+    terms = tuple((draw(vec(d)), draw(vec(d))) for _ in range(draw(st.integers(0 if scale else 1, 3))))
+    grid = st.lists(st.sampled_from([0, 1, -1, 2, fmpq(1) + fmpq(2) ** -80, -fmpq(1) - fmpq(2) ** -80]),
+                    min_size=d, max_size=d)
+    n = draw(st.integers(33, 60))
+    factor = draw(st.sampled_from([fmpq(1), fmpq(1), fmpq(2) ** 600, fmpq(2) ** -600, fmpq(2) ** -1100]))
+    return LowRank(scale, terms), [tuple(fmpq(v) * factor for v in draw(grid)) for _ in range(n)]
+
+
+@pytest.mark.slow
+@settings(max_examples=200, deadline=None)
+@given(filtered_case())
+def test_argmax_by_a_binary64_filter_equals_all_scores(case):
+    A, X = case
+    table = Scores(A, X)
+    assert attention_table(A, X) == [attention_of(table.row(i)) for i in range(len(X))]
+
+
+@st.composite
+def convex_planar_case(draw):
+    """The planar table with more than FILTERED keys on its hull, where it filters their scores
+    in binary64: d = 2, keys on a parabola (all on the hull), some inside, some repeated, some
+    moved by 2^-80 (equal floats), all scaled by 1 or 2^±600."""
+    A = LowRank(fmpq(draw(st.sampled_from([0, 1, -1]))), tuple((draw(vec(2)), draw(vec(2)))
+                                                          for _ in range(draw(st.integers(0, 2)))))
+    ks = draw(st.lists(st.integers(-40, 40), min_size=34, max_size=60, unique=True))
+    nudge = st.sampled_from([fmpq(0), fmpq(0), fmpq(2) ** -80, -fmpq(2) ** -80])
+    X = [(fmpq(k), fmpq(k * k) + draw(nudge)) for k in ks] + [(fmpq(0), fmpq(draw(st.integers(1, 400))))
+                                                               for _ in range(draw(st.integers(0, 5)))]
+    X += [draw(st.sampled_from(X)) for _ in range(draw(st.integers(0, 5)))]
+    factor = draw(st.sampled_from([fmpq(1), fmpq(2) ** 600, fmpq(2) ** -600]))
+    return A, [tuple(v * factor for v in x) for x in X]
+
+
+@pytest.mark.slow
+@settings(max_examples=150, deadline=None)
+@given(convex_planar_case())
+def test_planar_argmax_with_keys_in_convex_position_equals_all_scores(case):
+    A, X = case
+    table = Scores(A, X)
+    assert attention_table(A, X) == [attention_of(table.row(i)) for i in range(len(X))]
+
+
+def test_a_binary64_filter_keeps_keys_whose_floats_tie():
+    """Keys 1 and 1 + 2^-80 are one binary64 number; their exact scores differ, and so do
+    the argmax and the runner-up's gap, which must come out exact."""
+    from tfcert.verify.shortcuts import FILTERED
+
+    eps = fmpq(2) ** -80
+    X = [(fmpq(1), fmpq(0), fmpq(0))] * FILTERED + [(1 + eps, fmpq(0), fmpq(0)), (1 + 2 * eps, fmpq(0), fmpq(0))]
+    A = LowRank(fmpq(1), ())
+    att = attention_table(A, X)
+    assert att[0].argmax == (FILTERED + 1,) and att[0].gap == eps
+    table = Scores(A, X)
+    assert att == [attention_of(table.row(i)) for i in range(len(X))]
+
+
 @given(st.integers(1, 2**200), st.integers(0, 300), st.booleans())
 def test_up_is_the_least_short_dyadic_above(num, k, dyadic):
     """up(q): the least number m·2^e ≥ q with m < 2^BOUND_BITS (q itself when short)."""

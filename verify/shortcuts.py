@@ -10,6 +10,10 @@ against the formula on random inputs.
 * planar argmax (``attention_table``): when a hardmax score is a dot product
   in the plane, the argmax and the runner-up lie among a few points of the
   keys' convex layers, which are scored exactly as the formula says.
+* binary64 filter (``_filtered_table``): where more than FILTERED keys remain
+  (keys in convex position, or any A in d ≥ 3), binary64 scores with a proven
+  error bound rule out the keys that cannot score best or second best, and the
+  rest are scored exactly: the same Attention, exact, without n² exact scores.
 """
 from __future__ import annotations
 
@@ -32,7 +36,8 @@ def attention_table(A: LowRank, X: list[Vec]) -> list[Attention]:
     dot product in the plane — A = Σ u vᵀ of rank one or two (query v·x_i,
     key u·x_l, a rank-one form padded with a zero), or d = 2 (query A x_i,
     key x_l) — by convex layers: a sort and a few scores per query. Else
-    from all n² scores."""
+    from the exact scores that a binary64 filter leaves (every score where the
+    sequence is short)."""
     if len(X) > 2 and A.scale == 0 and 1 <= len(A.terms) <= 2:
         pad = (ZERO,) * (2 - len(A.terms))
         us, vs = ([tuple((j, c) for j, c in enumerate(w) if c) for w in side] for side in zip(*A.terms))
@@ -41,7 +46,62 @@ def attention_table(A: LowRank, X: list[Vec]) -> list[Attention]:
     if len(X) > 2 and len(X[0]) == 2:
         return _planar_table([apply_low_rank(A, x) for x in X], X)
     table = Scores(A, X)
+    if len(X) > FILTERED:
+        return _filtered_table([apply_low_rank(A, x) for x in X], X, table.row)
     return [attention_of(table.row(i)) for i in range(len(X))]
+
+
+# ---------------------------------------------------------------- argmax by a binary64 filter
+
+FILTERED = 32  # longer sequences have their scores filtered in binary64 first
+
+
+def _binary64(vectors: list[Vec], np):
+    """The vectors times one power of two, in binary64: the largest coordinate in (1/2, 2), so
+    nothing overflows; each coordinate rounded once (float of an fmpq is int / int, correctly
+    rounded): within 2^-53 of its value relative, or 2^-1075 absolute below the normal range."""
+    top = max((abs(v) for x in vectors for v in x), default=ZERO)
+    scale = fmpq(2) ** (int(top.q).bit_length() - int(top.p).bit_length()) if top else ONE
+    return np.array([[float(v * scale) for v in x] for x in vectors], dtype=np.float64)
+
+
+def _filtered_table(queries: list[Vec], keys: list[Vec], row) -> list[Attention]:
+    """Each query's attention from exact scores (``row(i, at)``) at the few keys that may
+    score best or second best. Keys and queries are scaled by powers of two (every score by
+    one factor > 0: the same order) and rounded to binary64 (_binary64); a score ŝ = q̂·x̂ of d
+    products, in any order, fused or not, is within err = (2d + 8)·2^-52·(|q̂|·|x̂|) + 2^-51·|ŝ|
+    + (16d + 16)·2^-1074 of the scaled q·x: γ_{d+2} on the terms' magnitudes (Higham, §3.1),
+    doubled for the rounding of the bound itself, and absolute terms for the inputs' and the
+    products' underflow (the scaling leaves every |x̂|, |q̂| below 2). A key whose upper bound ŝ + err is
+    below the largest lower bound ŝ − err scores less than that key exactly: it is not in the
+    argmax; among the keys outside the argmax, the same rule leaves the runner-up's candidates."""
+    import numpy as np  # here only: the checker starts without it
+
+    K, Q = _binary64(keys, np), _binary64(queries, np)
+    d, absolute = K.shape[1], np.abs(K)
+    out = []
+    for i, q in enumerate(Q):
+        with np.errstate(all="ignore"):  # a bound that is not finite scores that query in full
+            s = K @ q
+            err = ((2 * d + 8) * 2.0 ** -52 * (absolute @ np.abs(q)) + 2.0 ** -51 * np.abs(s)
+                   + (16 * d + 16) * 2.0 ** -1074)
+            lo, hi = s - err, s + err
+        if not (np.isfinite(lo).all() and np.isfinite(hi).all()):
+            out.append(attention_of(row(i)))
+            continue
+        first = np.flatnonzero(hi >= lo.max()).tolist()
+        exact = dict(zip(first, row(i, first)))
+        best = max(exact.values())
+        top = [l for l in first if exact[l] == best]
+        if len(top) == len(keys):
+            out.append(Attention(tuple(top), None))
+            continue
+        lo[top] = -np.inf
+        second = [l for l in np.flatnonzero(hi >= lo.max()).tolist() if not (l in exact and exact[l] == best)]
+        missing = [l for l in second if l not in exact]
+        exact.update(zip(missing, row(i, missing)))
+        out.append(Attention(tuple(top), best - max(exact[l] for l in second)))
+    return out
 
 
 def _edges(points: list[Vec]) -> list[list[Vec]]:
@@ -88,18 +148,20 @@ def _planar_table(queries: list[Vec], keys: list[Vec]) -> list[Attention]:
     near_names = [key(p) for p in near]
     edges = [[key(p) for p in edge] for edge in first]
     names = [key(q) for q in queries]
-    memo: dict[tuple, Attention] = {}
-    for q, name in zip(queries, names):
-        if name not in memo:
-            if not any(q):
-                memo[name] = Attention(tuple(range(len(keys))), None)
-                continue
-            att = attention_of([q[0] * p[0] + q[1] * p[1] for p in near])
-            top = {near_names[a] for a in att.argmax}
-            for edge in edges if len(top) > 1 else ():  # two ends score best: the edge between them too
-                if edge[0] in top and edge[-1] in top:
-                    top.update(edge)
-            memo[name] = Attention(tuple(sorted(l for n in top for l in ids[n])), att.gap)
+    asked = list({name: q for name, q in zip(names, queries) if any(q)}.items())  # distinct, not 0
+
+    def row(i: int, at: list[int] | None = None) -> list[fmpq]:
+        q = asked[i][1]
+        return [q[0] * p[0] + q[1] * p[1] for p in (near if at is None else [near[l] for l in at])]
+    found = (_filtered_table([q for _, q in asked], near, row) if len(near) > FILTERED  # keys in convex position
+             else [attention_of(row(i)) for i in range(len(asked))])
+    memo = {name: Attention(tuple(range(len(keys))), None) for name, q in zip(names, queries) if not any(q)}
+    for (name, _), att in zip(asked, found):
+        top = {near_names[a] for a in att.argmax}
+        for edge in edges if len(top) > 1 else ():  # two ends score best: the edge between them too
+            if edge[0] in top and edge[-1] in top:
+                top.update(edge)
+        memo[name] = Attention(tuple(sorted(l for n in top for l in ids[n])), att.gap)
     return [memo[n] for n in names]
 
 
