@@ -1,6 +1,6 @@
 """What small hostile files cost, as whole processes (docs/certificates.md, "What a size costs").
 
-python tests/hostile_costs.py [CASE ...] [--tokens N] [--exponent E] [--quick]: builds three inputs that a red
+python tests/hostile_costs.py [CASE ...] [--tokens N] [--exponent E] [--quick]: builds four inputs that a red
 team found, each a file of under 1 MB within the default limits, and times the command on each
 (wall seconds and peak resident memory):
 
@@ -9,6 +9,8 @@ team found, each a file of under 1 MB within the default limits, and times the c
   all (the binary64 filter then leaves a few per query to score exactly);
 * ``dense``: one hardmax sequence of N small-integer tokens in d = 3, A = I: no planar shortcut,
   only the binary64 filter;
+* ``cluster``: one hardmax sequence of N tokens in d = 3 within 2^-70 of one point, A = I: keys
+  that binary64 tells apart only by their differences from one of them;
 * ``range``: a dataset of two sequences whose coordinates span 10^-E … 10^E, constructed: the
   compression maps 2E decades onto one scale, a block per factor of 4.
 """
@@ -18,6 +20,7 @@ import argparse
 import hashlib
 import json
 import os
+import random
 import subprocess
 import sys
 import tempfile
@@ -58,6 +61,12 @@ def dense(folder: Path, n: int) -> Path:
     return _bundle(folder, 3, [[str(k), str(k * k % 1009), str(k % 7)] for k in range(1, n + 1)])
 
 
+def cluster(folder: Path, n: int) -> Path:
+    rng = random.Random(0)
+    centre = (7 * 2 ** 80, -3 * 2 ** 80, 5 * 2 ** 80)
+    return _bundle(folder, 3, [[f"{c + rng.randint(-1000, 1000)}/{2 ** 80}" for c in centre] for _ in range(n)])
+
+
 def wide_range(path: Path, e: int) -> Path:
     path.write_text(json.dumps({"format": "tfcert.dataset/1", "d": 2, "pairs": [
         {"input": [[f"1e{e}", f"1e-{e}"], [f"2e-{e}", f"3e{e - 1}"]], "output": [["1", f"1e-{e}"]]},
@@ -77,18 +86,18 @@ def _timed(argv: list[str]) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("cases", nargs="*", metavar="CASE", help="convex, dense, range (default: all three)")
+    p.add_argument("cases", nargs="*", metavar="CASE", help="convex, dense, cluster, range (default: all four)")
     p.add_argument("--tokens", type=int, default=10_000)
     p.add_argument("--exponent", type=int, default=4000)
     p.add_argument("--quick", action="store_true", help="100 tokens and 10^±100: that the script runs")
     args = p.parse_args(argv)
-    if unknown := set(args.cases) - {"convex", "dense", "range"}:
-        p.error(f"unknown case {sorted(unknown)[0]!r}: choose from convex, dense, range")
+    if unknown := set(args.cases) - {"convex", "dense", "cluster", "range"}:
+        p.error(f"unknown case {sorted(unknown)[0]!r}: choose from convex, dense, cluster, range")
     n, e = (100, 100) if args.quick else (args.tokens, args.exponent)
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
-        cases = args.cases or ["convex", "dense", "range"]
-        for name, make in (("convex", convex), ("dense", dense)):
+        cases = args.cases or ["convex", "dense", "cluster", "range"]
+        for name, make in (("convex", convex), ("dense", dense), ("cluster", cluster)):
             if name not in cases:
                 continue
             folder = make(root / name, n)

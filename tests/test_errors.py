@@ -960,10 +960,10 @@ def test_running_out_of_memory_is_one_error_line(monkeypatch, capsys):
 
 
 def test_the_hostile_costs_script_runs(capsys):
-    """tests/hostile_costs.py --quick: the three hostile inputs of docs/certificates.md, small."""
+    """tests/hostile_costs.py --quick: the four hostile inputs of docs/certificates.md, small."""
     import hostile_costs
 
     assert hostile_costs.main(["--quick"]) == 0
     lines = capsys.readouterr().out.splitlines()
-    assert [line.split(":")[0] for line in lines] == ["convex", "dense", "range"], lines
+    assert [line.split(":")[0] for line in lines] == ["convex", "dense", "cluster", "range"], lines
     assert all(re.search(r": exit [01], [\d.]+ s, \d+ MiB$", line) for line in lines), lines

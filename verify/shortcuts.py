@@ -67,17 +67,20 @@ def _binary64(vectors: list[Vec], np):
 
 def _filtered_table(queries: list[Vec], keys: list[Vec], row) -> list[Attention]:
     """Each query's attention from exact scores (``row(i, at)``) at the few keys that may
-    score best or second best. Keys and queries are scaled by powers of two (every score by
-    one factor > 0: the same order) and rounded to binary64 (_binary64); a score ŝ = q̂·x̂ of d
-    products, in any order, fused or not, is within err = (2d + 8)·2^-52·(|q̂|·|x̂|) + 2^-51·|ŝ|
-    + (16d + 16)·2^-1074 of the scaled q·x: γ_{d+2} on the terms' magnitudes (Higham, §3.1),
-    doubled for the rounding of the bound itself, and absolute terms for the inputs' and the
-    products' underflow (the scaling leaves every |x̂|, |q̂| below 2). A key whose upper bound ŝ + err is
-    below the largest lower bound ŝ − err scores less than that key exactly: it is not in the
-    argmax; among the keys outside the argmax, the same rule leaves the runner-up's candidates."""
+    score best or second best. The keys less the first (every score less one constant, so
+    keys close together are told apart by their differences), keys and queries scaled by
+    powers of two (every score by one factor > 0: the same order), are rounded to binary64
+    (_binary64). A score ŝ = q̂·x̂ of d products, in any order, fused or not, is then within
+    err = (2d + 8)·2^-52·(|q̂|·|x̂|) + 2^-51·|ŝ| + (16d + 16)·2^-1074 of the scaled q·x:
+    γ_{d+2} on the terms' magnitudes (Higham, §3.1), doubled for the rounding of the bound
+    itself, and absolute terms for the inputs' and the products' underflow (the scaling
+    leaves every |x̂|, |q̂| below 2). A key whose upper bound ŝ + err is below the largest
+    lower bound ŝ − err scores less than that key exactly: it is not in the argmax; among the
+    keys outside the argmax, the same rule leaves the runner-up's candidates."""
     import numpy as np  # here only: the checker starts without it
 
-    K, Q = _binary64(keys, np), _binary64(queries, np)
+    K = _binary64([tuple(v - c for v, c in zip(x, keys[0])) for x in keys], np)  # q·(x − x₀)
+    Q = _binary64(queries, np)
     d, absolute = K.shape[1], np.abs(K)
     out = []
     for i, q in enumerate(Q):
