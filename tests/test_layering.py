@@ -119,8 +119,9 @@ PARTS = {
     # what to evaluate, never how: FF support and sorted projections (one ranking per direction,
     # read for each positive multiple of it: Scaled), the planar argmax table (its scores rational,
     # not integers over one common denominator, which grew with the hull), and the binary64 filter
-    # that leaves a long sequence's few keys to score exactly (keys in convex position, d ≥ 3)
-    "shortcuts": (("shortcuts.py",), 169),
+    # that leaves a long sequence's few keys to score exactly (keys in convex position, d ≥ 3; copies
+    # of a key scored once, each query scaled alone)
+    "shortcuts": (("shortcuts.py",), 184),
     # the replay driver and the kernel's reading: formats, exact numbers, the certificate's walk
     # (an FF layer evaluates a run of equal tokens once; a softmax layer takes exact points or
     # enclosures sequence by sequence, so that shards replay what one process does; json's error

@@ -56,20 +56,28 @@ def attention_table(A: LowRank, X: list[Vec]) -> list[Attention]:
 FILTERED = 32  # longer sequences have their scores filtered in binary64 first
 
 
-def _binary64(vectors: list[Vec], np):
-    """The vectors times one power of two, in binary64: the largest coordinate in (1/2, 2), so
-    nothing overflows; each coordinate rounded once (float of an fmpq is int / int, correctly
-    rounded): within 2^-53 of its value relative, or 2^-1075 absolute below the normal range."""
-    top = max((abs(v) for x in vectors for v in x), default=ZERO)
-    scale = fmpq(2) ** (int(top.q).bit_length() - int(top.p).bit_length()) if top else ONE
-    return np.array([[float(v * scale) for v in x] for x in vectors], dtype=np.float64)
+def _binary64(vectors: list[Vec], np, each: bool):
+    """The vectors times a power of two that puts their largest coordinate in (1/2, 2), so
+    nothing overflows (``each``: one per vector, else one for all), in binary64: each
+    coordinate rounded once (float of an fmpq is int / int, correctly rounded), within 2^-53
+    of its value relative, or 2^-1075 absolute below the normal range."""
+    def scale(values) -> fmpq:
+        top = max(map(abs, values), default=ZERO)
+        return fmpq(2) ** (int(top.q).bit_length() - int(top.p).bit_length()) if top else ONE
+    common = None if each else scale([v for x in vectors for v in x])
+    rows = []
+    for x in vectors:
+        g = scale(x) if each else common
+        rows.append([float(v * g) for v in x])
+    return np.array(rows, dtype=np.float64)
 
 
 def _filtered_table(queries: list[Vec], keys: list[Vec], row) -> list[Attention]:
     """Each query's attention from exact scores (``row(i, at)``) at the few keys that may
-    score best or second best. The keys less the first (every score less one constant, so
-    keys close together are told apart by their differences), keys and queries scaled by
-    powers of two (every score by one factor > 0: the same order), are rounded to binary64
+    score best or second best, one key of each value standing for its copies and one query
+    of each value answered once. The keys less the first (every score less one constant, so
+    keys close together are told apart by their differences) are scaled by one power of two,
+    each query by its own (a score by a factor > 0: the same order), and rounded to binary64
     (_binary64). A score ŝ = q̂·x̂ of d products, in any order, fused or not, is then within
     err = (2d + 8)·2^-52·(|q̂|·|x̂|) + 2^-51·|ŝ| + (16d + 16)·2^-1074 of the scaled q·x:
     γ_{d+2} on the terms' magnitudes (Higham, §3.1), doubled for the rounding of the bound
@@ -79,32 +87,44 @@ def _filtered_table(queries: list[Vec], keys: list[Vec], row) -> list[Attention]
     keys outside the argmax, the same rule leaves the runner-up's candidates."""
     import numpy as np  # here only: the checker starts without it
 
-    K = _binary64([tuple(v - c for v, c in zip(x, keys[0])) for x in keys], np)  # q·(x − x₀)
-    Q = _binary64(queries, np)
-    d, absolute = K.shape[1], np.abs(K)
+    copies: dict[tuple, list[int]] = {}
+    for l, x in enumerate(keys):
+        copies.setdefault(key(x), []).append(l)
+    members = list(copies.values())  # the keys of each value; the first stands for them
+    shifted = [tuple(v - c for v, c in zip(keys[same[0]], keys[0])) for same in members]  # q·(x − x₀)
+    K = _binary64(shifted, np, False)
+    Q = _binary64(queries, np, True)
+    answers: dict[tuple, Attention] = {}
     out = []
     for i, q in enumerate(Q):
-        with np.errstate(all="ignore"):  # a bound that is not finite scores that query in full
-            s = K @ q
-            err = ((2 * d + 8) * 2.0 ** -52 * (absolute @ np.abs(q)) + 2.0 ** -51 * np.abs(s)
-                   + (16 * d + 16) * 2.0 ** -1074)
-            lo, hi = s - err, s + err
-        if not (np.isfinite(lo).all() and np.isfinite(hi).all()):
-            out.append(attention_of(row(i)))
-            continue
-        first = np.flatnonzero(hi >= lo.max()).tolist()
-        exact = dict(zip(first, row(i, first)))
-        best = max(exact.values())
-        top = [l for l in first if exact[l] == best]
-        if len(top) == len(keys):
-            out.append(Attention(tuple(top), None))
-            continue
-        lo[top] = -np.inf
-        second = [l for l in np.flatnonzero(hi >= lo.max()).tolist() if not (l in exact and exact[l] == best)]
-        missing = [l for l in second if l not in exact]
-        exact.update(zip(missing, row(i, missing)))
-        out.append(Attention(tuple(top), best - max(exact[l] for l in second)))
+        if (name := key(queries[i])) not in answers:
+            answers[name] = _filtered_row(np, K, q, members, lambda at, i=i: row(i, at))
+        out.append(answers[name])
     return out
+
+
+def _filtered_row(np, K, q, members: list[list[int]], row) -> Attention:
+    """One query's Attention by _filtered_table's rule: K's rows are the keys members[c][0]."""
+    d = K.shape[1]
+    with np.errstate(all="ignore"):  # a bound that is not finite scores the query in full
+        s = K @ q
+        err = ((2 * d + 8) * 2.0 ** -52 * (np.abs(K) @ np.abs(q)) + 2.0 ** -51 * np.abs(s)
+               + (16 * d + 16) * 2.0 ** -1074)
+        lo, hi = s - err, s + err
+    if not (np.isfinite(lo).all() and np.isfinite(hi).all()):
+        return attention_of(row(None))
+    first = np.flatnonzero(hi >= lo.max()).tolist()
+    exact = dict(zip(first, row([members[c][0] for c in first])))
+    best = max(exact.values())
+    top = [c for c in first if exact[c] == best]
+    argmax = tuple(sorted(l for c in top for l in members[c]))
+    if len(top) == len(members):
+        return Attention(argmax, None)
+    lo[top] = -np.inf
+    second = [c for c in np.flatnonzero(hi >= lo.max()).tolist() if not (c in exact and exact[c] == best)]
+    missing = [c for c in second if c not in exact]
+    exact.update(zip(missing, row([members[c][0] for c in missing])))
+    return Attention(argmax, best - max(exact[c] for c in second))
 
 
 def _edges(points: list[Vec]) -> list[list[Vec]]:
