@@ -93,14 +93,14 @@ def _filtered_table(queries: list[Vec], keys: list[Vec], row) -> list[Attention]
     members = list(copies.values())  # the keys of each value; the first stands for them
     shifted = [tuple(v - c for v, c in zip(keys[same[0]], keys[0])) for same in members]  # q·(x − x₀)
     K = _binary64(shifted, np, False)
-    Q = _binary64(queries, np, True)
-    answers: dict[tuple, Attention] = {}
-    out = []
-    for i, q in enumerate(Q):
-        if (name := key(queries[i])) not in answers:
-            answers[name] = _filtered_row(np, K, q, members, lambda at, i=i: row(i, at))
-        out.append(answers[name])
-    return out
+    names = [key(q) for q in queries]
+    first: dict[tuple, int] = {}  # each distinct query: where it first occurs
+    for i, name in enumerate(names):
+        first.setdefault(name, i)
+    Q = _binary64([queries[i] for i in first.values()], np, True)
+    answers = {name: _filtered_row(np, K, q, members, lambda at, i=i: row(i, at))
+               for (name, i), q in zip(first.items(), Q)}
+    return [answers[name] for name in names]
 
 
 def _filtered_row(np, K, q, members: list[list[int]], row) -> Attention:
@@ -116,12 +116,12 @@ def _filtered_row(np, K, q, members: list[list[int]], row) -> Attention:
     first = np.flatnonzero(hi >= lo.max()).tolist()
     exact = dict(zip(first, row([members[c][0] for c in first])))
     best = max(exact.values())
-    top = [c for c in first if exact[c] == best]
+    top = {c for c in first if exact[c] == best}
     argmax = tuple(sorted(l for c in top for l in members[c]))
     if len(top) == len(members):
         return Attention(argmax, None)
-    lo[top] = -np.inf
-    second = [c for c in np.flatnonzero(hi >= lo.max()).tolist() if not (c in exact and exact[c] == best)]
+    lo[sorted(top)] = -np.inf
+    second = [c for c in np.flatnonzero(hi >= lo.max()).tolist() if c not in top]
     missing = [c for c in second if c not in exact]
     exact.update(zip(missing, row([members[c][0] for c in missing])))
     return Attention(argmax, best - max(exact[c] for c in second))
