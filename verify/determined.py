@@ -32,14 +32,11 @@ def total(terms, fmt: Format) -> fmpq | None:
     None where unknown) when every evaluation the float model allows gives the
     same one, else None. A zero factor adds nothing: 0 times a finite number is
     0, and adding 0 rounds nothing (the analysis proves every value finite)."""
-    exact, rounded = [], []
-    for a, b in terms:
-        if a == 0 or b == 0:
-            continue
-        if a is None or b is None:
-            return None
-        exact.append(a * b)
-        rounded.append(exact[-1] if a is ONE or b is ONE else round_nearest(exact[-1], fmt))  # x̂·1 = x̂
+    terms = [(a, b) for a, b in terms if not (a == 0 or b == 0)]
+    if any(a is None or b is None for a, b in terms):
+        return None  # before any product is rounded: most unknown sums are found here
+    exact = [a * b for a, b in terms]
+    rounded = [p if a is ONE or b is ONE else round_nearest(p, fmt) for p, (a, b) in zip(exact, terms)]  # x̂·1 = x̂
     if not exact:
         return ZERO
     if len(exact) == 1:
