@@ -22,8 +22,8 @@ from flint import fmpq
 from tfcert.construct.bundle import build
 from tfcert.verify.evaluate import Replay
 from tfcert.verify.float_analysis import Analysis, add, div, fdown, fup, mul, rational, sub_down
-from tfcert.verify.floats import FORMATS
-from tfcert.verify.formats import load_document, read_dataset, read_model
+from tfcert.verify.floats import FORMATS, round_nearest
+from tfcert.verify.formats import FF, SA, Block, LowRank, Model, load_document, read_dataset, read_model
 
 BUNDLES = sorted(p.parent.name for p in (REPO / "certificates").glob("*/certificate.json"))
 
@@ -103,6 +103,80 @@ def test_the_fast_bound_and_the_exact_one_part_only_where_their_heavy_groups_dif
     seq = [(0, 1, 0, Fraction(1, 3), 0), (Fraction(-123, 10), 10, 0, 0, 2 ** 60), (-104, 10, 192, 0, 0)]
     fast, exact = bounds(model(5, 0, A, BAND[where]), [tuple(tuple(q(v) for v in t) for t in seq)], "binary32")
     assert_close(fast, exact, where)
+
+
+def states(model, inputs, fmt: str, layer_level: bool = True) -> tuple[list, int]:
+    """Every layer's state of the analysis (errors, known values, grains, the first uncertain
+    ReLU, the failure), its bound, and how many tokens the layer-level exactness took, with it
+    (Analysis._exact_layer) or without it (every token through _ff_token)."""
+    taken = []
+    with pytest.MonkeyPatch.context() as patch:
+        if layer_level:
+            patch.setattr(Analysis, "_exact_layer", lambda self, *a: taken.extend(
+                found := ORIGINAL_EXACT_LAYER(self, *a)) or found)
+        else:
+            patch.setattr(Analysis, "_exact_layer", lambda self, *a: set())
+        analysis, out = Analysis(model, inputs, FORMATS[fmt]), []
+        for step in Replay(model, inputs).steps():
+            analysis.step(step)
+            out.append((list(analysis.err), list(analysis.val), list(analysis.gr), analysis.uncertain,
+                        analysis.failure))
+        analysis.finish()
+    return out + [analysis.bound], len(taken)
+
+
+ORIGINAL_EXACT_LAYER = Analysis._exact_layer
+
+
+def numbers_of(fmt: str, rational: bool):
+    """Numbers of the format at many scales, 0 among them, and with ``rational`` now and then
+    one that no format holds (a token that enters with an error, a parameter that rounds)."""
+    number = lambda m, e: round_nearest(fmpq(m) * fmpq(2) ** e, FORMATS[fmt])  # noqa: E731
+    held = [st.just(fmpq(0)), st.builds(number, st.integers(-16, 16), st.integers(-4, 2)),
+            st.builds(number, st.integers(-2 ** 6, 2 ** 6), st.integers(-24, 8))]
+    return st.one_of(*held, *([st.builds(lambda m: fmpq(m, 3), st.integers(-20, 20))] if rational else []))
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(st.sampled_from(sorted(FORMATS)).flatmap(lambda f: st.tuples(
+    st.just(f), st.integers(1, 3), st.integers(1, 3), st.data())))
+def test_the_layer_level_exactness_changes_nothing(case):
+    """Analysis._exact_layer gives the tokens it takes exactly what _ff_token would give each:
+    random FF layers (parameters numbers of the format, or one in a layer rounded) on random
+    tokens, in every format, every layer's state and the bound alike with it and without."""
+    fmt, d, width, data = case
+    held, token = numbers_of(fmt, False), st.tuples(*[numbers_of(fmt, True)] * d)
+    vec = lambda n: st.tuples(*[held] * n)  # noqa: E731
+    blocks = []
+    for _ in range(data.draw(st.integers(1, 3))):
+        U, b, W = data.draw(st.tuples(*[vec(d)] * width)), data.draw(vec(width)), data.draw(st.tuples(*[vec(width)] * d))
+        if data.draw(st.booleans()) and data.draw(st.booleans()):  # a bias that rounds in every format
+            b = (b[0] + fmpq(1, 3), *b[1:])
+        eta = data.draw(st.sampled_from([fmpq(0), fmpq(1), fmpq(2)]) | held)
+        blocks.append(Block(FF(eta, U, b, W), SA(fmpq(1), LowRank(fmpq(0)), LowRank(fmpq(0)))))
+    inputs = [data.draw(st.lists(token, min_size=1, max_size=4)) for _ in range(data.draw(st.integers(1, 3)))]
+    model = Model(d, "hardmax", tuple(blocks))
+    assert states(model, inputs, fmt)[0] == states(model, inputs, fmt, layer_level=False)[0]
+
+
+@pytest.mark.parametrize("fmt", sorted(FORMATS))
+@pytest.mark.parametrize("name", BUNDLES)
+def test_the_layer_level_exactness_changes_nothing_on_the_bundles(name, fmt):
+    folder = REPO / "certificates" / name
+    model = read_model(load_document(folder / "model.json"))
+    inputs = [p.input for p in read_dataset(load_document(folder / "dataset.json")).pairs]
+    assert states(model, inputs, fmt)[0] == states(model, inputs, fmt, layer_level=False)[0]
+
+
+def test_the_layer_level_exactness_takes_whole_layers():
+    """Not vacuous: on random-d20-wide (integer inputs, a projection with parameters of binary64)
+    the first FF layer's tokens all enter and leave exactly and are taken at once, and in the
+    one-sequence bundle, built to be exact in binary16, layers are taken in that format too."""
+    for name, fmt, least in (("random-d20-wide", "binary64", 59), ("one-sequence-d8", "binary16", 8)):
+        folder = REPO / "certificates" / name
+        model = read_model(load_document(folder / "model.json"))
+        inputs = [p.input for p in read_dataset(load_document(folder / "dataset.json")).pairs]
+        assert states(model, inputs, fmt)[1] >= least, (name, fmt)
 
 
 def _q(x) -> fmpq:

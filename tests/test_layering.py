@@ -155,8 +155,9 @@ PARTS = {
     # uniform mean and a tie average taken on the coordinates V reads alone; the score's Âᵀ x̂_l
     # range-checked as Â x̂_i is; where a range check on every token's maxima fails, each
     # sequence's own, and a refusal naming its sequence or token, so that shards agree; a U row's
-    # direction found once per row, not per unit and layer)
-    "float analysis": (("floats.py", "float_analysis.py", "determined.py"), 963),
+    # direction found once per row, not per unit and layer; the tokens that enter an FF layer of
+    # exact parameters exactly, shown to leave it exactly at once, by the lemma on their maxima)
+    "float analysis": (("floats.py", "float_analysis.py", "determined.py"), 990),
 }
 
 

@@ -12,7 +12,9 @@ M = ηI + Σ_on W_k U_kᵀ through which the incoming error passes as |M|·e —
 so a hat whose units are all on, and cancel, adds only rounding error.
 Tokens outside every unit's reach (found by binary search on the tokens
 sorted by their slack: projection plus their own error bound) are provably
-untouched: all units off and η = 1 give x̂ back exactly. Hardmax attention
+untouched: all units off and η = 1 give x̂ back exactly. Tokens that enter
+an FF layer of exact parameters exactly leave it exactly, all at once, where
+the exact evaluation lemma holds on their maxima. Hardmax attention
 must keep its argmax: a unique argmax with gap > 2 × the score error bound,
 or an exact tie of literal zeros (A = 0).
 Overflow is proven absent: every magnitude bound stays below the largest
@@ -498,8 +500,12 @@ class Analysis:
             self._ranges([(lambda X, n, row=row, k=k: add(row.absdot("hat", X), b.abs("hat", k)),
                            f"unit {k}'s pre-activation") for k, row in enumerate(U)])
         todo = self._ff_reach(before, U, b, W, eta)
+        exact = self._exact_layer(before, todo, eta, U, b, W, writers)
         done: dict[tuple, tuple] = {}  # equal tokens with equal errors (a cluster at a snap): one bound
         for g in todo:
+            if g in exact:  # what _ff_token would find: every sum exact, every output error 0
+                self.err[g], self.val[g], self.gr[g] = (0.0,) * self.d, None, None
+                continue
             same = (key(before[g]), self.err[g], _known(self.val[g]), self.gr[g]) if is_point(before[g]) else None
             if same not in done:
                 try:
@@ -520,6 +526,38 @@ class Analysis:
             seen: dict[int, tuple] = {}
             for g in todo:
                 self._widen(g, after[g], seen)
+
+    def _exact_layer(self, before, todo, eta, U, b, W, writers) -> set[int]:
+        """The tokens of ``todo`` that enter exactly (points, errors 0) and leave exactly, shown
+        at once: where no parameter rounds and the exact evaluation lemma holds for every sum of
+        the layer on the maxima over those tokens (per coordinate the least grain, the largest
+        magnitude), it holds for each token's own sums, and _ff_token gives each errors of 0
+        (each pre-activation a number of the format: on or off, never uncertain)."""
+        if eta.rounded or b.rounded or any(r.rounded for r in (*U, *W)):
+            return set()
+        entered = {g for g in todo if is_point(before[g]) and not any(self.err[g])}
+        least: list[int | None] = [None] * self.d  # per coordinate: the least grain of a nonzero value
+        for g in entered:
+            for j, v in enumerate(before[g]):
+                if v:
+                    least[j] = valuation(v) if least[j] is None else min(least[j], valuation(v))
+        X = self.X  # at least every token's magnitude bound
+        floor, size = [], []  # per unit: its output's least grain, a bound on its relu's magnitude bound
+        for k, row in enumerate(U):
+            terms = [(b.grains[k], b.abs("hat", k))] + [(_times(row.grains[j], least[j]), mul(row.abs("hat", j), X[j]))
+                                                          for j in row.nonzero["hat"]]
+            floor.append(self._exact(terms))
+            size.append(up(up(add(*(t[1] for t in terms)))))  # ≥ up(fup(|z_k|)): _ff_token's, its error 0
+        if None in floor:
+            return set()
+        for i in range(self.d):
+            if eta.hat[0] in (0, 1) and not writers[i]:
+                continue
+            grid = [(_times(eta.grains[0], least[i]), mul(eta.abs("hat", 0), X[i]))] + [
+                (_times(W[i].grains[k], floor[k]), mul(W[i].abs("hat", k), size[k])) for k in writers[i]]
+            if self._exact(grid) is None or 2 * add(*(t[1] for t in grid)) >= self.c.largest:
+                return set()
+        return entered
 
     def _slack(self, row: Rounded, g: int, x: Vec) -> float:
         """An upper bound on w·x plus the error of w·x̂ + b̂ for token g (its
