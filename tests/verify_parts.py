@@ -6,7 +6,7 @@ With ``--build`` a missing FOLDER is filled first: the dataset
 ``python -m tfcert.bench.benchphase construct``). Prints one JSON line: seconds to read and
 parse the three files (``load``: load_document ×3; ``read``: read_model and read_dataset),
 the exact replay alone (``replay``), the replay with the binary64 float analysis beside it
-(``analysis``, and its bound), and the whole check (``check``: check_certificate on the documents
+(``analysis``, its bound, the analysis's own seconds and its four slowest layers), and the whole check (``check``: check_certificate on the documents
 read, with each claim kind's seconds). Compare two checkouts by running each one's copy in
 turn (interleaved), on the same folder.
 """
@@ -59,14 +59,20 @@ def main() -> int:
     if "replay" in parts:
         timed("replay", lambda: [None for _ in Replay(model, inputs).steps()])
     if "analysis" in parts:
+        layers: list[tuple[float, str]] = []
+
         def analysed():
             analysis = Analysis(model, inputs, FORMATS["binary64"])
             for step in Replay(model, inputs).steps():
+                start = time.perf_counter()
                 analysis.step(step)
+                layers.append((time.perf_counter() - start, f"block {step.block} {step.layer}"))
             analysis.finish()
             return analysis
         analysis = timed("analysis", analysed)
         out["bound"] = str(analysis.bound) if analysis.failure is None else analysis.failure
+        out["analysis_alone"] = round(sum(s for s, _ in layers), 2)
+        out["slowest_layers"] = {where: round(s, 2) for s, where in sorted(layers, reverse=True)[:4]}
     if "check" in parts:
         report = timed("check", lambda: check_certificate(*docs))
         out["ok"] = report.ok
