@@ -156,8 +156,10 @@ PARTS = {
     # range-checked as Â x̂_i is; where a range check on every token's maxima fails, each
     # sequence's own, and a refusal naming its sequence or token, so that shards agree; a U row's
     # direction found once per row, not per unit and layer; the tokens that enter an FF layer of
-    # exact parameters exactly, shown to leave it exactly at once, by the lemma on their maxima)
-    "float analysis": (("floats.py", "float_analysis.py", "determined.py"), 990),
+    # exact parameters exactly, shown to leave it exactly at once, by the lemma on their maxima;
+    # a hardmax query's own score error bound taken only where the sequence's maxima leave its gap
+    # in doubt; a known-values output with an unknown term in each form found unknown at once)
+    "float analysis": (("floats.py", "float_analysis.py", "determined.py"), 996),
 }
 
 

@@ -84,6 +84,8 @@ def output(v, m, r, V, c: int, fmt: Format, entries: dict) -> fmpq | None:
                                    for j in V.columns(len(m))])
     dense = [(e, m[j]) for j, e in entries[(id(V), c)][1]]
     low = [(s, m[c])] + [(u.hat[c], total([(w.hat[j], m[j]) for j in w.support], fmt)) for u, w in V.terms]
+    if all(any(a is None or b is None for a, b in terms if not (a == 0 or b == 0)) for terms in (dense, low)):
+        return None  # an unknown term in each form: every form below is unknown (total)
     runs = {total([(r, v)] + terms, fmt) for terms in (dense, low)}
     runs |= {total([(r, v), (total(terms, fmt), ONE)], fmt) for terms in (dense, low)}
     return runs.pop() if len(runs) == 1 else None

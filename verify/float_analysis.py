@@ -536,6 +536,8 @@ class Analysis:
         if eta.rounded or b.rounded or any(r.rounded for r in (*U, *W)):
             return set()
         entered = {g for g in todo if is_point(before[g]) and not any(self.err[g])}
+        if not entered:
+            return entered
         least: list[int | None] = [None] * self.d  # per coordinate: the least grain of a nonzero value
         for g in entered:
             for j, v in enumerate(before[g]):
@@ -962,22 +964,24 @@ class Analysis:
     def _hardmax(self, attention, seq, mags, errs, vals, stored, A: Matrix, sa: SA, j: int) -> list:
         M, E = self._seq_max(mags), self._seq_max(errs)
         score_error = self._score_error(A, M, E)
+        ceiling = score_error(M, E, M)  # above every token's own: the bound grows with each argument, |x_i| ≤ mags[i]
         table, out, grains = None, [], {}
         for i, (att, x, e) in enumerate(zip(attention, seq, errs)):
             if len(att.argmax) > 1:
                 raise Failed(f"token [{j}, {i}]: tied argmax {list(att.argmax)}; the float run may break the tie")
             a = att.argmax[0]
-            query = (mags[i], e, [fup(abs(v)) for v in x])
-            delta = score_error(*query)
-            if att.gap is not None and not fdown(att.gap) > 2 * delta:  # each close competitor on its own
-                table = table or Scores(sa.A, list(seq))
-                s, centred = table.row(i), self._centred(A, query, mags, errs, a)
-                for l, v in enumerate(s):
-                    if l != a and not fdown(s[a] - v) > 2 * delta:
-                        bound = centred(mags[l], errs[l], [fup(abs(p - q)) for p, q in zip(seq[l], seq[a])])
-                        if not fdown(s[a] - v) > bound:
-                            raise Failed(f"token [{j}, {i}]: argmax gap {approx(s[a] - v)} to token {l} ≤ its "
-                                         f"score difference's error {approx(bound)}")
+            if att.gap is not None and not fdown(att.gap) > 2 * ceiling:  # else a gap wide enough for any token
+                query = (mags[i], e, [fup(abs(v)) for v in x])
+                delta = score_error(*query)
+                if not fdown(att.gap) > 2 * delta:  # each close competitor on its own
+                    table = table or Scores(sa.A, list(seq))
+                    s, centred = table.row(i), self._centred(A, query, mags, errs, a)
+                    for l, v in enumerate(s):
+                        if l != a and not fdown(s[a] - v) > 2 * delta:
+                            bound = centred(mags[l], errs[l], [fup(abs(p - q)) for p, q in zip(seq[l], seq[a])])
+                            if not fdown(s[a] - v) > bound:
+                                raise Failed(f"token [{j}, {i}]: argmax gap {approx(s[a] - v)} to token {l} ≤ its "
+                                             f"score difference's error {approx(bound)}")
             if a not in grains:
                 grains[a] = [self._grain(seq[a], errs[a], c, vals[a], stored[a]) for c in range(self.d)]
             out.append((errs[a], mags[a], grains[a]))  # one argmax: copied exactly
