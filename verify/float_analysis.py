@@ -315,7 +315,10 @@ class Analysis:
 
     def __init__(self, model: Model, sequences, fmt: Format, give_up_above: fmpq | None = None):
         """``give_up_above``: stop (as a failure) once some error bound exceeds
-        it — for a caller that only wants useful bounds (construct)."""
+        it — for a caller that only wants useful bounds (construct); an error bound, so ≥ 0
+        (an error of 0 never exceeds it: _exact_layer need not ask)."""
+        if give_up_above is not None and give_up_above < 0:
+            raise ValueError(f"give_up_above {give_up_above} < 0")
         self.model, self.fmt, self.d = model, fmt, model.d
         self.c = constants(fmt)
         self.give_up_above = give_up_above
