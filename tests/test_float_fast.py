@@ -28,6 +28,13 @@ from tfcert.verify.formats import FF, SA, Block, LowRank, Model, load_document, 
 BUNDLES = sorted(p.parent.name for p in (REPO / "certificates").glob("*/certificate.json"))
 
 
+def bundle(name: str) -> tuple:
+    """The model and the input sequences of certificates/NAME."""
+    folder = REPO / "certificates" / name
+    return (read_model(load_document(folder / "model.json")),
+            [p.input for p in read_dataset(load_document(folder / "dataset.json")).pairs])
+
+
 def bounds(model, inputs, fmt: str) -> tuple:
     """(fast bound, fast failure), (exact reference bound, its failure)."""
     out = []
@@ -52,18 +59,14 @@ def assert_close(fast, exact, what) -> None:
 @pytest.mark.parametrize("fmt", sorted(FORMATS))
 @pytest.mark.parametrize("name", BUNDLES)
 def test_the_fast_bound_lies_between_the_exact_one_and_twice_it_on_every_bundle(name, fmt):
-    folder = REPO / "certificates" / name
-    model = read_model(load_document(folder / "model.json"))
-    inputs = [p.input for p in read_dataset(load_document(folder / "dataset.json")).pairs]
+    model, inputs = bundle(name)
     fast, exact = bounds(model, inputs, fmt)
     assert_close(fast, exact, (name, fmt))
 
 
 def test_some_bundle_gets_a_bound_in_each_of_two_formats():
     """The comparison above is not vacuous: bounds exist to compare."""
-    folder = REPO / "certificates" / "demo-softmax"
-    model = read_model(load_document(folder / "model.json"))
-    inputs = [p.input for p in read_dataset(load_document(folder / "dataset.json")).pairs]
+    model, inputs = bundle("demo-softmax")
     for fmt in ("binary64", "binary32"):
         (bound, _), _ = bounds(model, inputs, fmt)
         assert bound is not None and bound > 0
@@ -162,9 +165,7 @@ def test_the_layer_level_exactness_changes_nothing(case):
 @pytest.mark.parametrize("fmt", sorted(FORMATS))
 @pytest.mark.parametrize("name", BUNDLES)
 def test_the_layer_level_exactness_changes_nothing_on_the_bundles(name, fmt):
-    folder = REPO / "certificates" / name
-    model = read_model(load_document(folder / "model.json"))
-    inputs = [p.input for p in read_dataset(load_document(folder / "dataset.json")).pairs]
+    model, inputs = bundle(name)
     assert states(model, inputs, fmt)[0] == states(model, inputs, fmt, layer_level=False)[0]
 
 
@@ -173,9 +174,7 @@ def test_the_layer_level_exactness_takes_whole_layers():
     the first FF layer's tokens all enter and leave exactly and are taken at once, and in the
     one-sequence bundle, built to be exact in binary16, layers are taken in that format too."""
     for name, fmt, least in (("random-d20-wide", "binary64", 59), ("one-sequence-d8", "binary16", 8)):
-        folder = REPO / "certificates" / name
-        model = read_model(load_document(folder / "model.json"))
-        inputs = [p.input for p in read_dataset(load_document(folder / "dataset.json")).pairs]
+        model, inputs = bundle(name)
         assert states(model, inputs, fmt)[1] >= least, (name, fmt)
 
 
@@ -222,9 +221,7 @@ def test_the_upward_operations_lie_above_the_exact_results(terms, a, b, c):
 
 if __name__ == "__main__":  # python tests/test_float_fast.py: the ratios docs/results/float-fast-ratio.txt holds
     for name in BUNDLES:
-        folder = REPO / "certificates" / name
-        model = read_model(load_document(folder / "model.json"))
-        inputs = [p.input for p in read_dataset(load_document(folder / "dataset.json")).pairs]
+        model, inputs = bundle(name)
         for fmt in sorted(FORMATS):
             (bound, _), (ref_bound, _) = bounds(model, inputs, fmt)
             ratio = ("no bound" if bound is None else "both 0" if bound == ref_bound == 0
