@@ -108,17 +108,21 @@ def test_the_fast_bound_and_the_exact_one_part_only_where_their_heavy_groups_dif
     assert_close(fast, exact, where)
 
 
+ORIGINAL_EXACT_LAYER = Analysis._exact_layer
+
+
 def states(model, inputs, fmt: str, layer_level: bool = True) -> tuple[list, int]:
     """Every layer's state of the analysis (errors, known values, grains, the first uncertain
     ReLU, the failure), its bound, and how many tokens the layer-level exactness took, with it
     (Analysis._exact_layer) or without it (every token through _ff_token)."""
     taken = []
+
+    def counted(self, *args):
+        found = ORIGINAL_EXACT_LAYER(self, *args)
+        taken.extend(found)
+        return found
     with pytest.MonkeyPatch.context() as patch:
-        if layer_level:
-            patch.setattr(Analysis, "_exact_layer", lambda self, *a: taken.extend(
-                found := ORIGINAL_EXACT_LAYER(self, *a)) or found)
-        else:
-            patch.setattr(Analysis, "_exact_layer", lambda self, *a: set())
+        patch.setattr(Analysis, "_exact_layer", counted if layer_level else lambda self, *args: set())
         analysis, out = Analysis(model, inputs, FORMATS[fmt]), []
         for step in Replay(model, inputs).steps():
             analysis.step(step)
@@ -126,9 +130,6 @@ def states(model, inputs, fmt: str, layer_level: bool = True) -> tuple[list, int
                         analysis.failure))
         analysis.finish()
     return out + [analysis.bound], len(taken)
-
-
-ORIGINAL_EXACT_LAYER = Analysis._exact_layer
 
 
 def numbers_of(fmt: str, rational: bool):

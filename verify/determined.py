@@ -27,13 +27,19 @@ from tfcert.verify.floats import Format, exact_sum, exp_zero, round_nearest, val
 ZERO, ONE = fmpq(0), fmpq(1)
 
 
+def _live(terms) -> list | None:
+    """The terms without a zero factor, or None where one of them has an unknown factor
+    (the sum is then unknown). A zero factor adds nothing: 0 times a finite number is
+    0, and adding 0 rounds nothing (the analysis proves every value finite)."""
+    live = [(a, b) for a, b in terms if not (a == 0 or b == 0)]
+    return None if any(a is None or b is None for a, b in live) else live
+
+
 def total(terms, fmt: Format) -> fmpq | None:
     """The float value of Σ a·b over ``terms`` (pairs of numbers of the format,
     None where unknown) when every evaluation the float model allows gives the
-    same one, else None. A zero factor adds nothing: 0 times a finite number is
-    0, and adding 0 rounds nothing (the analysis proves every value finite)."""
-    terms = [(a, b) for a, b in terms if not (a == 0 or b == 0)]
-    if any(a is None or b is None for a, b in terms):
+    same one, else None."""
+    if (terms := _live(terms)) is None:
         return None  # before any product is rounded: most unknown sums are found here
     exact = [a * b for a, b in terms]
     rounded = [p if a is ONE or b is ONE else round_nearest(p, fmt) for p, (a, b) in zip(exact, terms)]  # x̂·1 = x̂
@@ -84,7 +90,7 @@ def output(v, m, r, V, c: int, fmt: Format, entries: dict) -> fmpq | None:
                                    for j in V.columns(len(m))])
     dense = [(e, m[j]) for j, e in entries[(id(V), c)][1]]
     low = [(s, m[c])] + [(u.hat[c], total([(w.hat[j], m[j]) for j in w.support], fmt)) for u, w in V.terms]
-    if all(any(a is None or b is None for a, b in terms if not (a == 0 or b == 0)) for terms in (dense, low)):
+    if _live(dense) is None and _live(low) is None:
         return None  # an unknown term in each form: every form below is unknown (total)
     runs = {total([(r, v)] + terms, fmt) for terms in (dense, low)}
     runs |= {total([(r, v), (total(terms, fmt), ONE)], fmt) for terms in (dense, low)}
