@@ -328,6 +328,7 @@ class Analysis:
         for seq in sequences:
             self.offsets.append(len(flat))
             flat.extend(seq)
+        self._exact_err = (0.0,) * self.d  # one object: _widen's ``seen`` knows a cluster of exact tokens by it
         self.failure: str | None = None
         self.bound: fmpq | None = None
         self.uncertain: str | None = None  # the first ReLU the float run may switch: where bounds start to grow
@@ -507,7 +508,7 @@ class Analysis:
         done: dict[tuple, tuple] = {}  # equal tokens with equal errors (a cluster at a snap): one bound
         for g in todo:
             if g in exact:  # what _ff_token would find: every sum exact, every output error 0
-                self.err[g], self.val[g], self.gr[g] = (0.0,) * self.d, None, None
+                self.err[g], self.val[g], self.gr[g] = self._exact_err, None, None
                 continue
             same = (key(before[g]), self.err[g], _known(self.val[g]), self.gr[g]) if is_point(before[g]) else None
             if same not in done:
