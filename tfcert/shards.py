@@ -26,6 +26,7 @@ from types import SimpleNamespace
 
 from typing import Callable, Iterator
 
+from tfcert.process import rare_collection
 from tfcert.verify import regions
 from tfcert.verify.check import KINDS, Result, _Parsed, replay_claims
 from tfcert.verify.claims import Context, argmax, clusters, exact, hat, separation, snap, stated, tau_star
@@ -220,7 +221,8 @@ def verify_shard(job: dict, positions: list[int], limits: dict, observe: list[tu
     inputs = [p.input for p in mine.dataset.pairs]
     analyses = [float_claim.Analysis(model, inputs, FORMATS[fmt], above) for fmt, above in observe]
     start = time.perf_counter()
-    results = replay_claims(mine, items, observers=tuple(analyses))
+    with rare_collection():  # a worker's process is Dask's: set for the shard alone
+        results = replay_claims(mine, items, observers=tuple(analyses))
     out = [("part", r.failures[0].data) if len(r.failures) == 1 and isinstance(r.failures[0], Part)
            else ("failures", [f for f in r.failures if isinstance(f, str)]) for r in results]
     return {"positions": list(positions), "sha256": dict(job["sha256"]),

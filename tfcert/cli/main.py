@@ -571,13 +571,14 @@ def main(argv: list[str] | None = None) -> int:
         args = parser.parse_args(argv)
     except SystemExit as exc:  # argparse: usage errors exit 2, --help exits 0
         return int(exc.code or 0)
+    from tfcert.process import rare_collection
     from tfcert.progress import set_quiet
 
     set_quiet(args.quiet)
     stdout, sys.stdout = sys.stdout, _Stdout(sys.stdout)
     try:
         _limits(getattr(args, "limit", None))
-        with _observed(args):
+        with rare_collection(), _observed(args):
             code = int(args.func(args))
         sys.stdout.flush()  # a closed pipe or a full disk shows up here, not at interpreter exit
         return code
