@@ -197,7 +197,7 @@ class Analysis:
         self.uncertain: str | None = None  # the first ReLU the float run may switch: where bounds start to grow
         self._blocks: dict[tuple[int, str], object] = {}
         self._rounding: dict[tuple, Rounded] = {}  # by key(values)
-        self._rows: dict[tuple, tuple] = {}  # determined.product's dense rows
+        self._rows: dict[tuple, tuple] = {}  # determined.forms's dense rows
         try:  # val: per token its values where known (verify/determined.py)
             self.val = [tuple(round_nearest(v, fmt) for v in x) if is_point(x) else None for x in flat]
             self.err = [self._input_error(x) for x in flat]
@@ -560,7 +560,8 @@ class Analysis:
                     outs[slot] = per_mean[which](mags[i], e)
                 x, v = after[o + i], None
                 if any(outs[slot]) and is_point(x) and (v := self._values(o + i, seq[i], e)):
-                    v = determined.attention(v, mean(i), rho, V, copied, x, outs[slot], self.fmt, self._rows)
+                    forms = determined.forms(mean(i), V, self.fmt, self._rows)
+                    v = determined.attention(v, forms, rho, copied, x, outs[slot], self.fmt)
                 bound, v = self._settle(v, x, outs[slot])
                 new.append(bound)
                 values.append(v)

@@ -160,8 +160,10 @@ PARTS = {
     # a hardmax query's own score error bound taken only where the sequence's maxima leave its gap
     # in doubt; a known-values output with an unknown term in each form found unknown at once;
     # one tuple of zero errors shared by the tokens an FF layer leaves exact, so that a snap's
-    # cluster, equal tokens with that one error, has its magnitude and slacks computed once)
-    "float analysis": (("floats.py", "float_analysis.py", "determined.py"), 1001),
+    # cluster, equal tokens with that one error, has its magnitude and slacks computed once;
+    # an attention mean's two forms of V̂ m̂ and their sums computed once per mean, not once
+    # per token that shares it: a sequence's tie average, an argmax token)
+    "float analysis": (("floats.py", "float_analysis.py", "determined.py"), 1010),
 }
 
 

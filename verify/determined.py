@@ -18,7 +18,7 @@ that lands every run on the same float passes no error on.
 A value is an exact rational (a number of the format); None: not known."""
 from __future__ import annotations
 
-from functools import lru_cache
+from functools import cache, lru_cache
 
 from flint import fmpq
 
@@ -79,22 +79,28 @@ def ff(values, after, bound, eta, U, b, W, writers, off, fmt: Format) -> tuple:
     return tuple(out)
 
 
-def output(v, m, r, V, c: int, fmt: Format, entries: dict) -> fmpq | None:
-    """ρ̂ x̂_c + (V̂ m̂)_c where every form gives it: V̂ m̂ dense (its entries
-    V̂_cb = ŝ[c = b] + Σ_k û_kc v̂_kb computed in floats) or low-rank (ŝ m̂_c +
-    Σ_k û_kc (v̂_k·m̂)), formed first or summed together with ρ̂ x̂_c. ``v``:
-    x̂_c; ``entries`` keeps the dense rows per (matrix, c)."""
+def forms(m, V, fmt: Format, entries: dict):
+    """(V̂ m̂)_c in each form, as a function of c (None for an unknown mean ``m``): its terms
+    and their float sum, V̂ m̂ dense (its entries V̂_cb = ŝ[c = b] + Σ_k û_kc v̂_kb computed in
+    floats) or low-rank (ŝ m̂_c + Σ_k û_kc (v̂_k·m̂)); None where each form has an unknown term.
+    They depend on the mean alone, so the tokens that share one (a sequence's tie average, an
+    argmax token) share them, each coordinate's computed once. ``entries`` keeps the dense rows
+    per (matrix, c)."""
+    if m is None:
+        return None
     s = V.scale.hat[0]
-    if (id(V), c) not in entries:
-        entries[(id(V), c)] = (V, [(j, total([(s, ONE)] * (j == c) + [(u.hat[c], w.hat[j]) for u, w in V.terms], fmt))
-                                   for j in V.columns(len(m))])
-    dense = [(e, m[j]) for j, e in entries[(id(V), c)][1]]
-    low = [(s, m[c])] + [(u.hat[c], total([(w.hat[j], m[j]) for j in w.support], fmt)) for u, w in V.terms]
-    if _live(dense) is None and _live(low) is None:
-        return None  # an unknown term in each form: every form below is unknown (total)
-    runs = {total([(r, v)] + terms, fmt) for terms in (dense, low)}
-    runs |= {total([(r, v), (total(terms, fmt), ONE)], fmt) for terms in (dense, low)}
-    return runs.pop() if len(runs) == 1 else None
+
+    @cache
+    def at(c: int) -> tuple | None:
+        if (id(V), c) not in entries:
+            entries[(id(V), c)] = (V, [(j, total([(s, ONE)] * (j == c) + [(u.hat[c], w.hat[j]) for u, w in V.terms],
+                                                  fmt)) for j in V.columns(len(m))])
+        dense = [(e, m[j]) for j, e in entries[(id(V), c)][1]]
+        low = [(s, m[c])] + [(u.hat[c], total([(w.hat[j], m[j]) for j in w.support], fmt)) for u, w in V.terms]
+        if _live(dense) is None and _live(low) is None:
+            return None  # an unknown term in each form: every form of the output is unknown (total)
+        return tuple((terms, total(terms, fmt)) for terms in (dense, low))
+    return at
 
 
 def mean(tokens, fmt: Format, read) -> tuple | None:
@@ -132,10 +138,12 @@ def alone(x: fmpq, fmt: Format) -> frozenset | None:
     return frozenset(runs)
 
 
-def attention(values, m, rho, V, copied, after, bound, fmt: Format, entries: dict) -> tuple:
-    """A token's values after ρ x + V m: ``m`` the known values of its
-    attention mean (a copied argmax token's; None: not known), ``copied[c]``:
-    coordinate c is ρ̂ x̂_c + 0 with ρ̂ ∈ {0, 1}; the rest as for ``ff``."""
+def attention(values, mean, rho, copied, after, bound, fmt: Format) -> tuple:
+    """A token's values after ρ x + V m: ``mean`` the forms of its attention mean
+    (``forms`` of a copied argmax token's known values, a tie average's, a lone token's;
+    None: not known), ``copied[c]``: coordinate c is ρ̂ x̂_c + 0 with ρ̂ ∈ {0, 1}; the
+    rest as for ``ff``. ρ̂ x̂_c + (V̂ m̂)_c is known where every form gives it: each form of
+    (V̂ m̂)_c summed together with ρ̂ x̂_c, or summed first."""
     r = rho.hat[0]
     out = []
     for c, v in enumerate(values):
@@ -143,6 +151,10 @@ def attention(values, m, rho, V, copied, after, bound, fmt: Format, entries: dic
             out.append(after[c])
         elif copied[c]:
             out.append(v if r else ZERO)
+        elif mean is None or (both := mean(c)) is None:
+            out.append(None)
         else:
-            out.append(None if m is None else output(v, m, r, V, c, fmt, entries))
+            runs = {total([(r, v)] + terms, fmt) for terms, _ in both} | {
+                total([(r, v), (summed, ONE)], fmt) for _, summed in both}
+            out.append(runs.pop() if len(runs) == 1 else None)
     return tuple(out)

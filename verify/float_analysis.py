@@ -328,7 +328,7 @@ class Analysis:
         for seq in sequences:
             self.offsets.append(len(flat))
             flat.extend(seq)
-        self._exact_err = (0.0,) * self.d  # one object: _widen's ``seen`` knows a cluster of exact tokens by it
+        self._exact_err = (0.0,) * self.d  # one object for every error-free token: _widen's ``seen`` knows a cluster by it
         self.failure: str | None = None
         self.bound: fmpq | None = None
         self.uncertain: str | None = None  # the first ReLU the float run may switch: where bounds start to grow
@@ -337,11 +337,11 @@ class Analysis:
         self._rounding: dict[tuple, Rounded] = {}  # by key(values)
         self._canon: dict[int, tuple] = {}  # by id(row): the row and its direction (_direction)
         self._dense: dict[int, tuple] = {}  # by id(V): V and its dense entries (_entries)
-        self._rows: dict[tuple, tuple] = {}  # by (id(V), c): V and its dense row c in floats (determined.output)
+        self._rows: dict[tuple, tuple] = {}  # by (id(V), c): V and its dense row c in floats (determined.forms)
         self._shared: dict[tuple, tuple] = {}  # one copy of each grain tuple (tokens share them)
         try:  # val: per token its known values (determined.py) where they are not all exact
             self.val = [tuple(round_nearest(v, fmt) for v in x) if is_point(x) else None for x in flat]
-            self.err = [self._input_error(x, v) for x, v in zip(flat, self.val)]
+            self.err = [self._exact_err if v == x else self._input_error(x, v) for x, v in zip(flat, self.val)]
             self.val = [v if any(e) else None for v, e in zip(self.val, self.err)]
         except OverflowError as exc:
             self.failure = f"the input does not fit {fmt.name}: {exc}"
@@ -816,19 +816,22 @@ class Analysis:
             else:
                 means = self._hardmax(step.attention[j], seq, mags, errs, vals, stored, A, sa, j)
                 known = [att.argmax[0] for att in step.attention[j]]  # unique: _hardmax proved it
-            per_mean, outs, tied, grains = {}, {}, [], {}  # by the mean's identity (a hardmax mean is its argmax's)
+            per_mean, outs, known_means, grains = {}, {}, {}, {}  # by the mean's identity (a hardmax mean is its argmax's)
 
             def mean(i: int):
-                """The known values of token i's mean: its argmax token's, the tie average (once), or
-                a lone token's where every run gives one value."""
-                if known == "alone":
-                    return tuple(next(iter(r)) if r is not None and len(r) == 1 else None for r in runs)
-                if known != "tied":
-                    return known and self._values(o + known[i], seq[known[i]], errs[known[i]])
-                if not tied:  # a literal-zero A: every token of the sequence tied
-                    tied.append(determined.mean([self._values(o + l, x, e) for l, (x, e) in
-                                                 enumerate(zip(seq, errs))], self.fmt, read))
-                return tied[0]
+                """determined.forms of token i's mean's known values, once per mean (by its argmax
+                token; the tie; the lone token): its argmax token's, the tie average, or a lone
+                token's where every run gives one value."""
+                if (at := known[i] if isinstance(known, list) else known) not in known_means:
+                    if known == "alone":
+                        m = tuple(next(iter(r)) if r is not None and len(r) == 1 else None for r in runs)
+                    elif known == "tied":  # a literal-zero A: every token of the sequence tied
+                        m = determined.mean([self._values(o + l, x, e) for l, (x, e) in enumerate(zip(seq, errs))],
+                                            self.fmt, read)
+                    else:
+                        m = known and self._values(o + at, seq[at], errs[at])
+                    known_means[at] = determined.forms(m, V, self.fmt, self._rows)
+                return known_means[at]
             for i, e in enumerate(errs):
                 which = (id(means[i][0]), id(means[i][1]))
                 if which not in per_mean:
@@ -840,7 +843,7 @@ class Analysis:
                         raise Failed(f"token [{j}, {i}]: {exc}") from None
                 x, v = after[o + i], None
                 if any(outs[slot]) and is_point(x) and (v := self._values(o + i, seq[i], e)):
-                    v = determined.attention(v, mean(i), rho, V, copied, x, outs[slot], self.fmt, self._rows)
+                    v = determined.attention(v, mean(i), rho, copied, x, outs[slot], self.fmt)
                 bound, v = self._settle(v, x, outs[slot])
                 new.append(bound)
                 values.append(v)
