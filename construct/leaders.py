@@ -5,14 +5,16 @@ which the collapse copies and the snaps read.
 After the separation every token is (t, 1, 0, …). The circle lies in the
 plane of the "up" coordinate 2 (the anchor, 1 for every other token) and a
 "side" coordinate. Its points are rounded to a dyadic grid (placement_grid:
-2^-4 for d ≥ 4, 2^-8 for d ≤ 3, where that keeps 3/4 of every collapse
-decision's margin), so that a hat writes them, and the collapse reads them,
-with few significant bits — exactly, in binary16 too, where its inputs are
-exact. For d ≥ 4 a hat's products of a move of six bits with units of five fit
-binary16's eleven (with 2^-8, ten bits, they rounded, and the slopes magnified
-it). For d ≤ 3 the side value is the code: with six bits the float runs of
-survey seed 54 landed exactly while its bound stayed (the analysis does not see
-the rounding of t cancel), so ten.
+2^-4 for d ≥ 4, 2^-3 for d ≤ 3, where that keeps 3/4 of every collapse
+decision's margin, and for d ≤ 3 every code distinct; else finer), so that a
+hat writes them, and the collapse reads them, with few significant bits —
+exactly, in binary16 too, where its inputs are exact. For d ≥ 4 a hat's
+products of a move of six bits with units of five fit binary16's eleven (with
+2^-8, ten bits, they rounded, and the slopes magnified it). For d ≤ 3 the side
+value is the code, and a code of at most six bits is exact in bfloat16 too: on
+the float survey's 120 datasets of d ≤ 3, 2^-3 instead of 2^-8 gave five more
+bfloat16 claims within 1e-1 of 1 + max|y| and lost none (2^-2 and 2^-1 lost a
+binary16 one; docs/results/leader-grid-d3.txt).
 
 * d ≥ 4: the circle's plane is (up, coordinate 3). A sequence's leaders
   sit on the ring of m_max points at angles 2πr/m_max (ring): the P leader
@@ -56,7 +58,7 @@ from tfcert.verify.numbers import ONE, ZERO, Vec, dot, scale, sub, unit
 UP = 1  # the anchor coordinate: 1 for every token after the separation
 CIRCLE = fmpq(4)  # the leaders' circle: radius 4 beats every non-leader's score (≤ 1.4) by a wide margin
 RING = fmpq(1, 16)  # d ≥ 4: the placement grid at its coarsest, six significant bits on the circle
-COARSEST = fmpq(1, 256)  # d ≤ 3: ten, the codes' (see placement_grid)
+COARSEST = fmpq(1, 8)  # d ≤ 3: at most six significant bits on the circle, the codes' (see placement_grid)
 
 
 def side(d: int) -> int:

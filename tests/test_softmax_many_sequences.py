@@ -1,6 +1,6 @@
 """Many sequences when d ≤ 3: the code of a leader is its side value on the circle, rounded to
 the placement grid, and must differ across every leader of the dataset. The P leaders' τ lie
-1/(16(n+1)) apart, so from 125 one-token sequences on the coarsest grid (1/256) neighbours
+1/(16(n+1)) apart, so from 125 one-token sequences on a grid of 1/256 neighbours
 rounded to one side value: two sequences shared a code, the highest snap's window held both,
 and construct's own certificate failed ("snap: moves: stated [(199, 0)], recomputed [(194, 0),
 …]"), under softmax and hardmax alike. construct/leaders.py's place now refines the grid until
