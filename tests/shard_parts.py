@@ -47,4 +47,7 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from tfcert.process import rare_collection
+
+    with rare_collection():  # the garbage collector's pace of a tfcert process
+        sys.exit(main())
