@@ -328,7 +328,7 @@ class Analysis:
         for seq in sequences:
             self.offsets.append(len(flat))
             flat.extend(seq)
-        self._exact_err = (0.0,) * self.d  # one object for every error-free token: _widen's ``seen`` knows a cluster by it
+        self._exact_err = (0.0,) * self.d  # every error-free token's: _widen's ``seen`` knows a cluster by it
         self.failure: str | None = None
         self.bound: fmpq | None = None
         self.uncertain: str | None = None  # the first ReLU the float run may switch: where bounds start to grow
@@ -816,7 +816,7 @@ class Analysis:
             else:
                 means = self._hardmax(step.attention[j], seq, mags, errs, vals, stored, A, sa, j)
                 known = [att.argmax[0] for att in step.attention[j]]  # unique: _hardmax proved it
-            per_mean, outs, known_means, grains = {}, {}, {}, {}  # by the mean's identity (a hardmax mean is its argmax's)
+            per_mean, outs, known_means, grains = {}, {}, {}, {}  # by the mean (a hardmax mean is its argmax's)
 
             def mean(i: int):
                 """determined.forms of token i's mean's known values, once per mean (by its argmax
