@@ -50,7 +50,7 @@ from dataclasses import dataclass
 import mpmath
 from flint import fmpq
 
-from tfcert.construct.hats import HALF_TOKENS, Hat, Projections, flat_hat, hat_blocks, min_gap, power_below, tent_hat
+from tfcert.construct.hats import HALF_TOKENS, Hat, Projections, flat_hat, hat_blocks, min_gap, tent_hat
 from tfcert.construct.phase import Phase, frozen
 from tfcert.verify.formats import SA, Dataset, LowRank
 from tfcert.verify.numbers import ONE, ZERO, Vec, dot, scale, sub, unit

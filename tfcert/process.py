@@ -15,7 +15,7 @@ import gc
 from contextlib import contextmanager
 from typing import Iterator
 
-RARE = (200_000, 30, 30)  # mypy's thresholds (mypy/main.py): a young collection per 200 000 containers
+RARE = (200_000, 30, 30)  # mypy's thresholds (mypy/build.py): a young collection per 200 000 containers
 
 
 @contextmanager
