@@ -138,6 +138,12 @@ def alone(x: fmpq, fmt: Format) -> frozenset | None:
     return frozenset(runs)
 
 
+def knowable(mean, copied, bound) -> bool:
+    """Whether ``attention`` may know a coordinate that errs (bound > 0): a copied one, or one
+    where the mean's forms are known. Where none is, it knows none, whatever the token's values."""
+    return any(e and (copied[c] or mean is not None and mean(c) is not None) for c, e in enumerate(bound))
+
+
 def attention(values, mean, rho, copied, after, bound, fmt: Format) -> tuple:
     """A token's values after ρ x + V m: ``mean`` the forms of its attention mean
     (``forms`` of a copied argmax token's known values, a tie average's, a lone token's;

@@ -381,19 +381,26 @@ class Analysis:
         kept = any(e and v is not None for v, e in zip(values, err))
         return (err if err != bound else bound), (values if kept else None)
 
-    def _mag(self, x, e) -> list:
-        """Per coordinate: a bound on |x̂| (and on |x| over the enclosure)."""
+    def _mag(self, x, e, was=None) -> list:
+        """Per coordinate: a bound on |x̂| (and on |x| over the enclosure). ``was``: the token
+        before the layer, its errors and this bound, where a coordinate the layer left as it was
+        (the same object: the replay keeps x_c where it adds 0) with the same error keeps it."""
         if is_point(x):
+            if was is not None and is_point(was[0]):
+                return [m if v is w and ej == f else add(fup(abs(v)), ej) if ej else fup(abs(v))
+                        for v, ej, w, f, m in zip(x, e, *was)]
             return [add(fup(abs(v)), ej) if ej else fup(abs(v)) for v, ej in zip(x, e)]
         return [add(fup(max(abs(lo), abs(hi))), ei) for (lo, hi), ei in
                 ((coordinate_range(x, j), e[j]) for j in range(self.d))]
 
-    def _refresh(self, flat) -> None:
+    def _refresh(self, flat, was=None) -> None:
         """Every token's magnitude bound (``mag``, kept beside ``err`` until
         the token or its error changes), the global per-coordinate maxima of
-        |x̂| and the largest error; the reach lists are built again when asked."""
+        |x̂| and the largest error; the reach lists are built again when asked.
+        ``was``: the tokens before the layer, their errors and magnitude bounds (_mag)."""
         self.reach: dict[tuple, tuple[Rounded, Ranked]] = {}  # by key(row.exact)
-        self.mag = [self._mag(x, e) for x, e in zip(flat, self.err)]
+        olds = zip(*was) if was is not None else [None] * len(flat)
+        self.mag = [self._mag(x, e, old) for x, e, old in zip(flat, self.err, olds)]
         self.X = [max(column) for column in zip(*self.mag)] if self.mag else [0.0] * self.d  # mags are ≥ 0
         self.worst = 0.0  # the largest error bound, kept only for give_up_above
         if self.give_up_above is not None:
@@ -542,11 +549,10 @@ class Analysis:
         entered = {g for g in todo if is_point(before[g]) and not any(self.err[g])}
         if not entered:
             return entered
-        least: list[int | None] = [None] * self.d  # per coordinate: the least grain of a nonzero value
-        for g in entered:
-            for j, v in enumerate(before[g]):
-                if v:
-                    least[j] = valuation(v) if least[j] is None else min(least[j], valuation(v))
+        least = []  # per coordinate: the least grain of a nonzero value (None: every value 0)
+        for column in zip(*(before[g] for g in entered)):
+            distinct = {id(v): v for v in column}.values()  # tokens share value objects: a parse's, those a layer keeps
+            least.append(min((valuation(v) for v in distinct if v), default=None))
         X = self.X  # at least every token's magnitude bound
         floor, size = [], []  # per unit: its output's least grain, a bound on its relu's magnitude bound
         for k, row in enumerate(U):
@@ -842,7 +848,8 @@ class Analysis:
                     except Failed as exc:  # named, as in _ff
                         raise Failed(f"token [{j}, {i}]: {exc}") from None
                 x, v = after[o + i], None
-                if any(outs[slot]) and is_point(x) and (v := self._values(o + i, seq[i], e)):
+                if (any(outs[slot]) and is_point(x) and determined.knowable(mean(i), copied, outs[slot])
+                        and (v := self._values(o + i, seq[i], e))):
                     v = determined.attention(v, mean(i), rho, copied, x, outs[slot], self.fmt)
                 bound, v = self._settle(v, x, outs[slot])
                 new.append(bound)
@@ -854,8 +861,9 @@ class Analysis:
                     gr.append(self._keep(grains[at], bound))
                 else:
                     gr.append(None)
+        was = (before, self.err, self.mag) if rho.hat[0] == 1 and any(copied) else None  # coordinates kept: _mag
         self.err, self.val, self.gr = new, values, gr
-        self._refresh(after)
+        self._refresh(after, was)
 
     def _sa_grains(self, rho: Rounded, V: Matrix, copied: list[bool], gm: list, gq) -> list:
         """The grains (_floor) of ρ̂ x̂_c + (V̂ m̂)_c, m̂ a copied token of grains gm, gq(c) x̂_c's:
