@@ -163,9 +163,9 @@ PARTS = {
     # cluster, equal tokens with that one error, has its magnitude and slacks computed once;
     # an attention mean's two forms of V̂ m̂ and their sums computed once per mean, not once
     # per token that shares it: a sequence's tie average, an argmax token; an attention layer's
-    # tokens whose erring coordinates no known value can reach, skipped at once; a coordinate an
-    # attention layer keeps, keeping its magnitude bound)
-    "float analysis": (("floats.py", "float_analysis.py", "determined.py"), 1017),
+    # tokens whose erring coordinates no known value can reach, skipped at once; a run of tokens
+    # sharing one tuple and one error tuple, an argmax's image, given one magnitude bound)
+    "float analysis": (("floats.py", "float_analysis.py", "determined.py"), 1016),
 }
 
 

@@ -381,26 +381,23 @@ class Analysis:
         kept = any(e and v is not None for v, e in zip(values, err))
         return (err if err != bound else bound), (values if kept else None)
 
-    def _mag(self, x, e, was=None) -> list:
-        """Per coordinate: a bound on |x̂| (and on |x| over the enclosure). ``was``: the token
-        before the layer, its errors and this bound, where a coordinate the layer left as it was
-        (the same object: the replay keeps x_c where it adds 0) with the same error keeps it."""
+    def _mag(self, x, e) -> list:
+        """Per coordinate: a bound on |x̂| (and on |x| over the enclosure)."""
         if is_point(x):
-            if was is not None and is_point(was[0]):
-                return [m if v is w and ej == f else add(fup(abs(v)), ej) if ej else fup(abs(v))
-                        for v, ej, w, f, m in zip(x, e, *was)]
             return [add(fup(abs(v)), ej) if ej else fup(abs(v)) for v, ej in zip(x, e)]
         return [add(fup(max(abs(lo), abs(hi))), ei) for (lo, hi), ei in
                 ((coordinate_range(x, j), e[j]) for j in range(self.d))]
 
-    def _refresh(self, flat, was=None) -> None:
+    def _refresh(self, flat) -> None:
         """Every token's magnitude bound (``mag``, kept beside ``err`` until
         the token or its error changes), the global per-coordinate maxima of
-        |x̂| and the largest error; the reach lists are built again when asked.
-        ``was``: the tokens before the layer, their errors and magnitude bounds (_mag)."""
+        |x̂| and the largest error; the reach lists are built again when asked."""
         self.reach: dict[tuple, tuple[Rounded, Ranked]] = {}  # by key(row.exact)
-        olds = zip(*was) if was is not None else [None] * len(flat)
-        self.mag = [self._mag(x, e, old) for x, e, old in zip(flat, self.err, olds)]
+        self.mag, last = [], (None, None, None)
+        for x, e in zip(flat, self.err):
+            if x is not last[0] or e is not last[1]:  # a run of tokens sharing a tuple and errors (an argmax's): once
+                last = x, e, self._mag(x, e)
+            self.mag.append(last[2])
         self.X = [max(column) for column in zip(*self.mag)] if self.mag else [0.0] * self.d  # mags are ≥ 0
         self.worst = 0.0  # the largest error bound, kept only for give_up_above
         if self.give_up_above is not None:
@@ -861,9 +858,8 @@ class Analysis:
                     gr.append(self._keep(grains[at], bound))
                 else:
                     gr.append(None)
-        was = (before, self.err, self.mag) if rho.hat[0] == 1 and any(copied) else None  # coordinates kept: _mag
         self.err, self.val, self.gr = new, values, gr
-        self._refresh(after, was)
+        self._refresh(after)
 
     def _sa_grains(self, rho: Rounded, V: Matrix, copied: list[bool], gm: list, gq) -> list:
         """The grains (_floor) of ρ̂ x̂_c + (V̂ m̂)_c, m̂ a copied token of grains gm, gq(c) x̂_c's:

@@ -125,6 +125,8 @@ def apply_sa_hardmax(sa: SA, X: list[Vec], attention: list[Attention]) -> list[V
     for att in attention:
         if att.argmax not in moved:
             moved[att.argmax] = apply_low_rank(sa.V, mean(X, att.argmax))
+    if sa.rho == 0:  # 0·x + v = v: the tokens of one argmax set share its tuple
+        return [moved[att.argmax] for att in attention]
     return [add(scale(sa.rho, x), moved[att.argmax]) for x, att in zip(X, attention)]
 
 
