@@ -130,10 +130,11 @@ PARTS = {
     # one module per claim kind and the protocol they meet, and z3's region queries (with the
     # hook that hands each query to observers for --emit-smt and --cross-check; hat, snap and
     # tau_star split into static, tokens and verdict, so that shards reuse them; a query's
-    # SMT-LIB2 text printed only where an observer reads it)
+    # SMT-LIB2 text printed only where an observer reads it; a snap's on-axis test once per tuple,
+    # which a cluster's tokens share)
     "claims": (("regions.py", "claims/__init__.py", "claims/argmax.py", "claims/clusters.py",
                 "claims/exact.py", "claims/float.py", "claims/hat.py", "claims/separation.py",
-                "claims/size.py", "claims/snap.py", "claims/tau_star.py", "claims/uniform.py"), 687),
+                "claims/size.py", "claims/snap.py", "claims/tau_star.py", "claims/uniform.py"), 688),
     # the float-error analysis: the formats' standard model and the layer-by-layer bound
     # (each underflow scaled by what multiplies it later; the softmax mean centred on its
     # argmax token, each weight's error relative to the argmax's and per pair where the weight
