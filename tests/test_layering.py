@@ -125,8 +125,9 @@ PARTS = {
     # the replay driver and the kernel's reading: formats, exact numbers, the certificate's walk
     # (an FF layer evaluates a run of equal tokens once; a softmax layer takes exact points or
     # enclosures sequence by sequence, so that shards replay what one process does; json's error
-    # messages without their dangling " at"; a number's digits counted in each of its parts)
-    "replay": (("__init__.py", "check.py", "errors.py", "evaluate.py", "formats.py", "numbers.py"), 768),
+    # messages without their dangling " at"; a number's digits counted in each of its parts; each
+    # tuple a layer sets, which a cluster's tokens share, checked and projected once)
+    "replay": (("__init__.py", "check.py", "errors.py", "evaluate.py", "formats.py", "numbers.py"), 774),
     # one module per claim kind and the protocol they meet, and z3's region queries (with the
     # hook that hands each query to observers for --emit-smt and --cross-check; hat, snap and
     # tau_star split into static, tokens and verdict, so that shards reuse them; a query's
@@ -165,8 +166,9 @@ PARTS = {
     # an attention mean's two forms of V̂ m̂ and their sums computed once per mean, not once
     # per token that shares it: a sequence's tie average, an argmax token; an attention layer's
     # tokens whose erring coordinates no known value can reach, skipped at once; a run of tokens
-    # sharing one tuple and one error tuple, an argmax's image, given one magnitude bound)
-    "float analysis": (("floats.py", "float_analysis.py", "determined.py"), 1016),
+    # sharing one tuple and one error tuple, an argmax's image, given one magnitude bound; each
+    # input value object, which a parse shares between equal numbers, rounded and sized once)
+    "float analysis": (("floats.py", "float_analysis.py", "determined.py"), 1027),
 }
 
 

@@ -134,8 +134,11 @@ class Replay:
         return proj if g == 1 else Scaled(proj, g)
 
     def _set(self, updates: dict[int, Vec]) -> None:
+        checked = set()  # ids of the tuples checked: the tokens of a cluster share one (an argmax's image, a snap's)
         for g, x in updates.items():
-            if self.tokens[g] != bounded(x):
+            if id(x) not in checked:
+                checked.add(id(bounded(x)))
+            if self.tokens[g] != x:
                 self.old[g] = self.tokens[g]
                 self.tokens[g] = x
 
@@ -145,9 +148,12 @@ class Replay:
         many tokens changed, drop the projections: re-sorting is cheaper."""
         if len(self.old) > len(self.tokens) // 8:
             self.index.clear()
-        for g in self.old:
-            for proj in self.index.values():
-                proj.move(g, proj.of(self.tokens[g]))
+        for proj in self.index.values():
+            known: dict[int, fmpq] = {}  # by id: a projection per tuple, which a cluster's tokens share
+            for g in self.old:
+                if id(x := self.tokens[g]) not in known:
+                    known[id(x)] = proj.of(x)
+                proj.move(g, known[id(x)])
         self.old = {}
 
     def _enclosed(self, tokens: list) -> None:

@@ -339,8 +339,9 @@ class Analysis:
         self._dense: dict[int, tuple] = {}  # by id(V): V and its dense entries (_entries)
         self._rows: dict[tuple, tuple] = {}  # by (id(V), c): V and its dense row c in floats (determined.forms)
         self._shared: dict[tuple, tuple] = {}  # one copy of each grain tuple (tokens share them)
+        self._inputs: dict[int, tuple] = {}  # by id: an input value's rounding and size (_input)
         try:  # val: per token its known values (determined.py) where they are not all exact
-            self.val = [tuple(round_nearest(v, fmt) for v in x) if is_point(x) else None for x in flat]
+            self.val = [tuple(self._input(v)[1] for v in x) if is_point(x) else None for x in flat]
             self.err = [self._exact_err if v == x else self._input_error(x, v) for x, v in zip(flat, self.val)]
             self.val = [v if any(e) else None for v, e in zip(self.val, self.err)]
         except OverflowError as exc:
@@ -349,7 +350,9 @@ class Analysis:
         # gr: per token, where some coordinate errs, an exponent per coordinate (None: not known) that
         # its float value is a multiple of in every run, from the terms it was computed from (_floor)
         self.gr: list = [None] * len(self.err)
-        self._refresh(flat)
+        self._refresh(flat, [[add(m, ej) if ej else m for m, ej in zip((self._input(v)[2] for v in x), e)]
+                             if is_point(x) else self._mag(x, e) for x, e in zip(flat, self.err)])
+        self._inputs.clear()
 
     # ---- helpers
 
@@ -357,6 +360,16 @@ class Analysis:
         """[sequence position, token] of flat token g."""
         j = bisect_right(self.offsets, g) - 1
         return [j, g - self.offsets[j]]
+
+    def _input(self, v: fmpq) -> tuple:
+        """(v, v rounded to the format, fup(|v|)), once per value object: a parse gives equal
+        numbers one object (numbers.parse_number). At most 2^17 are kept, each with its object,
+        so that an id names one object while it is kept."""
+        if (known := self._inputs.get(id(v))) is None:
+            known = (v, round_nearest(v, self.fmt), fup(abs(v)))
+            if len(self._inputs) < 1 << 17:
+                self._inputs[id(v)] = known
+        return known
 
     def _input_error(self, x: Vec, values) -> tuple:
         if values is None:
@@ -388,16 +401,18 @@ class Analysis:
         return [add(fup(max(abs(lo), abs(hi))), ei) for (lo, hi), ei in
                 ((coordinate_range(x, j), e[j]) for j in range(self.d))]
 
-    def _refresh(self, flat) -> None:
+    def _refresh(self, flat, mags=None) -> None:
         """Every token's magnitude bound (``mag``, kept beside ``err`` until
-        the token or its error changes), the global per-coordinate maxima of
-        |x̂| and the largest error; the reach lists are built again when asked."""
+        the token or its error changes; ``mags`` where known), the global per-coordinate
+        maxima of |x̂| and the largest error; the reach lists are built again when asked."""
         self.reach: dict[tuple, tuple[Rounded, Ranked]] = {}  # by key(row.exact)
-        self.mag, last = [], (None, None, None)
-        for x, e in zip(flat, self.err):
-            if x is not last[0] or e is not last[1]:  # a run of tokens sharing a tuple and errors (an argmax's): once
-                last = x, e, self._mag(x, e)
-            self.mag.append(last[2])
+        if mags is None:
+            mags, last = [], (None, None, None)
+            for x, e in zip(flat, self.err):
+                if x is not last[0] or e is not last[1]:  # a run of tokens sharing a tuple and errors (an argmax's)
+                    last = x, e, self._mag(x, e)
+                mags.append(last[2])
+        self.mag = mags
         self.X = [max(column) for column in zip(*self.mag)] if self.mag else [0.0] * self.d  # mags are ≥ 0
         self.worst = 0.0  # the largest error bound, kept only for give_up_above
         if self.give_up_above is not None:
