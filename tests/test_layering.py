@@ -132,10 +132,11 @@ PARTS = {
     # hook that hands each query to observers for --emit-smt and --cross-check; hat, snap and
     # tau_star split into static, tokens and verdict, so that shards reuse them; a query's
     # SMT-LIB2 text printed only where an observer reads it; a snap's on-axis test once per tuple,
-    # which a cluster's tokens share)
+    # which a cluster's tokens share; a separation's projections over the direction's non-zero
+    # entries; the region caches keyed by numerators and denominators, not fmpq's slow hash)
     "claims": (("regions.py", "claims/__init__.py", "claims/argmax.py", "claims/clusters.py",
                 "claims/exact.py", "claims/float.py", "claims/hat.py", "claims/separation.py",
-                "claims/size.py", "claims/snap.py", "claims/tau_star.py", "claims/uniform.py"), 688),
+                "claims/size.py", "claims/snap.py", "claims/tau_star.py", "claims/uniform.py"), 696),
     # the float-error analysis: the formats' standard model and the layer-by-layer bound
     # (each underflow scaled by what multiplies it later; the softmax mean centred on its
     # argmax token, each weight's error relative to the argmax's and per pair where the weight

@@ -35,7 +35,7 @@ from tfcert.verify.claims import float as float_claim
 from tfcert.verify.errors import InputError
 from tfcert.verify.floats import FORMATS
 from tfcert.verify.formats import Dataset
-from tfcert.verify.numbers import LIMITS, dot
+from tfcert.verify.numbers import LIMITS
 
 INSTALL = "install the distributed extra: pip install 'dask[distributed]'"
 CONNECT_TIMEOUT = 10  # seconds to reach a --scheduler before giving up
@@ -114,7 +114,7 @@ def _argmax(claim, ctx: Context, step, full: Context):
 
 
 def _separation(claim, ctx: Context, step, full: Context):
-    return Part(sorted(dot(claim.direction, x) for x in step.flat_after))
+    return Part(separation.projections(claim.direction, step.flat_after))
 
 
 def _hat(claim, ctx: Context, step, full: Context):

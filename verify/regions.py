@@ -18,13 +18,21 @@ import z3
 from flint import fmpq, fmpq_mat
 
 from tfcert.verify.formats import FF
-from tfcert.verify.numbers import LIMITS
+from tfcert.verify.numbers import LIMITS, key
 
 Rows = tuple[tuple[fmpq, ...], ...]
 # Who else sees each query (--emit-smt, --cross-check; docs/certificates.md): callables
 # (claim, what, SMT-LIB2 text, z3's answer) returning a failure, which fails the claim, or None.
 OBSERVERS: list = []
 ASKING = None  # the claim whose check is running (check.py sets it): whose queries observers see
+
+
+class _Keyed(tuple):
+    """A tuple of rationals, or of such tuples, as a cache key hashed by numerators and
+    denominators (numbers.key): hashing an fmpq goes through fractions.Fraction, ten times slower."""
+
+    def __hash__(self) -> int:
+        return hash(tuple(key(v) if isinstance(v, tuple) else (v.p, v.q) for v in self))
 
 
 def q(x: fmpq) -> z3.ArithRef:
@@ -89,7 +97,8 @@ def zero_outside(ff: FF, units: tuple[int, ...], lo: fmpq, hi: fmpq) -> str | No
     if hi <= lo:
         return f"empty window ({lo}, {hi})"
     offsets = tuple((lo + ff.b[j]) / (hi - lo) for j in units)
-    return explain(_zero_outside_unit(rows, offsets, bool(OBSERVERS)), "the group is non-zero outside its window",
+    return explain(_zero_outside_unit(_Keyed(rows), _Keyed(offsets), bool(OBSERVERS)),
+                   "the group is non-zero outside its window",
                    at=lambda s: lo + s * (hi - lo))
 
 
@@ -106,7 +115,7 @@ def ramps_to(ff: FF, units: tuple[int, ...], lo: fmpq, hi: fmpq, above: tuple[fm
     for past, target, what in ((False, (fmpq(0),) * len(above), "the group is not zero below its window"),
                                (True, above, "the group is not the stated move above its window")):
         rows = basis([tuple(w_row[j] for j in units) + (-a / (hi - lo),) for w_row, a in zip(ff.W, target)])
-        if rows and (problem := explain(_zero_on_side(rows, offsets, past, bool(OBSERVERS)), what,
+        if rows and (problem := explain(_zero_on_side(_Keyed(rows), _Keyed(offsets), past, bool(OBSERVERS)), what,
                                         at=lambda s: lo + s * (hi - lo))):
             problems.append(problem)
     return "; ".join(problems) or None
@@ -144,7 +153,7 @@ def lands_on(ff: FF, units: tuple[int, ...], k: int, center: fmpq, radius: fmpq,
     if not rows:
         return None
     offsets = tuple((c + ff.b[j]) / r for j in units)
-    return explain(_lands_on_unit(rows, offsets, bool(OBSERVERS)),
+    return explain(_lands_on_unit(_Keyed(rows), _Keyed(offsets), bool(OBSERVERS)),
                    f"a token t·e_{k + 1} on the plateau misses the target", at=lambda s: c + r * s)
 
 

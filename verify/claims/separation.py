@@ -10,7 +10,8 @@ from flint import fmpq
 
 from tfcert.verify.claims import Context, block_of, optional_number, stated
 from tfcert.verify.formats import fields, vector
-from tfcert.verify.numbers import Vec, dot, show
+from tfcert.verify.layers import sparse_dot
+from tfcert.verify.numbers import Vec, show
 
 KIND = "separation"
 LAYER = "sa"
@@ -31,8 +32,14 @@ def parse(raw: dict, where: str, ctx: Context) -> Claim:
                  optional_number(raw.get("min_gap"), f"{where}.min_gap"))
 
 
+def projections(direction: Vec, tokens) -> list[fmpq]:
+    """The tokens' projections on ``direction``, sorted; over its non-zero entries (a construction's is e_1)."""
+    support = tuple((j, v) for j, v in enumerate(direction) if v)
+    return sorted(sparse_dot(support, x) for x in tokens)
+
+
 def min_gap(direction: Vec, sequences) -> fmpq | None:
-    values = sorted(dot(direction, x) for seq in sequences for x in seq)
+    values = projections(direction, (x for seq in sequences for x in seq))
     gaps = [b - a for a, b in zip(values, values[1:])]
     return min(gaps) if gaps else None
 

@@ -83,17 +83,17 @@ def tokens(claim: Claim, ctx: Context, step) -> tuple:
         candidates = range(len(step.flat_before))
     inside, plateau, landed, axis = set(), [], [], {}  # axis: by id(x), whether x is on the axis (once per tuple)
     for g in candidates:
-        x = step.flat_before[g]
+        x, ref = step.flat_before[g], ctx.ref(g)
         a, b = coordinate_range(x, k)
         if b > lo and a < hi:
-            inside.add(ctx.ref(g))
-            if ctx.ref(g) not in claim.moves:
+            inside.add(ref)
+            if ref not in claim.moves:
                 continue
             if id(x) not in axis:  # a cluster's tokens share one tuple (the replay's image of their mean)
                 axis[id(x)] = all(not x[i] if is_point(x) else coordinate_range(x, i) == (0, 0)
                                   for i in range(ctx.model.d) if i != k)
             if not (axis[id(x)] and claim.center - claim.radius <= a and b <= claim.center + claim.radius):
-                plateau.append(((a, *ctx.ref(g)), ctx.ref(g), f"token {list(ctx.ref(g))}: enclosure "
+                plateau.append(((a, *ref), ref, f"token {list(ref)}: enclosure "
                                 f"[{show(a)}, {show(b)}] on coordinate {k + 1} is not on the axis "
                                 f"inside the plateau"))
     for j, i in sorted(claim.moves & inside):
