@@ -458,9 +458,10 @@ class Analysis:
 
     def _rounded(self, k: int, layer: str):
         """Layer k's parameters rounded, kept for the layer that follows while
-        it is the same object (a model's equal blocks are: read_model)."""
+        it is the same object (a model's equal blocks are: read_model) or, for
+        attention, equal (a construction's identity layers between its hats)."""
         part = getattr(self.model.blocks[k], layer)
-        if self._last[layer][0] is not part:
+        if self._last[layer][0] is not part and (layer == "ff" or self._last[layer][0] != part):
             if layer == "ff":
                 W = tuple(self._round(r) for r in part.W)
                 writers = tuple(tuple(k for k, (w, h) in enumerate(zip(row.exact, row.hat)) if w or h) for row in W)
@@ -473,10 +474,11 @@ class Analysis:
 
     def _checked(self, layer: str, params) -> bool:
         """Whether the layer's range checks, which depend on its parameters and
-        the maxima X alone, passed with these very ones (and X is never changed
-        in place): a run of equal blocks that move no token checks the first."""
+        the maxima X alone, passed with these very ones and equal maxima (X is never
+        changed in place): a run of equal blocks checks the first, and so do the
+        identity attention layers of a hat phase, whose hats move a token or two."""
         seen, self._seen[layer] = self._seen[layer], (params, self.X)  # if a check fails, the analysis stops
-        return seen[0] is params and seen[1] is self.X
+        return seen[0] is params and seen[1] == self.X
 
     def _round(self, values) -> Rounded:
         """Rounded(values), one per distinct tuple: FF layers repeat their rows."""
