@@ -219,17 +219,17 @@ def ff_support(ff: FF) -> list[Support]:
         groups.setdefault(key(row), (row, []))[1].append(j)
     out = []
     for row, units in groups.values():
-        cols = [tuple(w[j] for w in ff.W) for j in units]
-        if all(all(c == 0 for c in col) for col in cols):
+        cols = [tuple(w[j] for w in ff.W) for j in units]  # (truth, not == 0: an fmpq's == converts the int)
+        if not any(any(col) for col in cols):
             continue
-        if all(c == 0 for c in row):  # constant units: a shift of every token
-            if any(ff.b[j] > 0 for j, col in zip(units, cols) if any(c != 0 for c in col)):
+        if not any(row):  # constant units: a shift of every token
+            if any(ff.b[j] > 0 for j, col in zip(units, cols) if any(col)):
                 return [Support(None)]
             continue
         breaks = [-ff.b[j] for j in units]
-        written = [i for i in range(len(ff.W)) if any(col[i] != 0 for col in cols)]  # a row no unit writes adds 0
-        compact = all(sum((col[i] for col in cols), ZERO) == 0 and
-                      sum((col[i] * ff.b[j] for j, col in zip(units, cols)), ZERO) == 0 for i in written)
+        written = [i for i in range(len(ff.W)) if any(col[i] for col in cols)]  # a row no unit writes adds 0
+        compact = all(not sum((col[i] for col in cols), ZERO) and
+                      not sum((col[i] * ff.b[j] for j, col in zip(units, cols)), ZERO) for i in written)
         out.append(Support(row, min(breaks), max(breaks) if compact else None))
     return out
 
