@@ -20,6 +20,7 @@ from sortedcontainers import SortedList
 
 from tfcert.verify.formats import FF, SA, Block, LowRank
 from tfcert.verify.numbers import ONE, ZERO, Vec, dot, scale
+from tfcert.verify.shortcuts import float_key
 
 
 @dataclass(frozen=True)
@@ -128,7 +129,7 @@ class Projections:
 
     def __init__(self, values: dict[tuple[int, int], fmpq]):
         self.value = dict(values)
-        self.keys = sorted(self.value.values())
+        self.keys = ordered(self.value.values())
         self.order = SortedList((v, ref) for ref, v in self.value.items())
 
     def move(self, ref: tuple[int, int], new: fmpq) -> None:
@@ -177,7 +178,7 @@ def direction(values: list[Vec], d: int) -> Vec:
     scores = _spread_scores(values, coarse, d)
     ranked = [w for score, w in sorted(zip(scores, coarse), key=lambda pair: pair[0], reverse=True) if score >= 0]
     for w in ranked + [_candidate(rng, d, 2 ** 40) for _ in range(1000)]:
-        keys = sorted(dot(w, x) for x in values)
+        keys = ordered(dot(w, x) for x in values)
         if any(w) and all(a != b for a, b in zip(keys, keys[1:])):
             return w
     raise RuntimeError("no separating direction found")  # measure-zero failure: a bug
@@ -329,6 +330,12 @@ def power_below(x: fmpq) -> fmpq:
     while 2 * p <= x:
         p *= 2
     return p
+
+
+def ordered(values) -> list[fmpq]:
+    """sorted(values), each compared as its nearest float first and exactly only where two
+    floats tie (float_key rounds correctly, so the order is sorted's): an fmpq comparison is slow."""
+    return sorted(values, key=lambda v: (float_key(v), v))
 
 
 def min_gap(sorted_values: list[fmpq]) -> fmpq | None:

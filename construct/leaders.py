@@ -50,7 +50,7 @@ from dataclasses import dataclass
 import mpmath
 from flint import fmpq
 
-from tfcert.construct.hats import HALF_TOKENS, Hat, Projections, flat_hat, hat_blocks, min_gap, tent_hat
+from tfcert.construct.hats import HALF_TOKENS, Hat, Projections, flat_hat, hat_blocks, min_gap, ordered, tent_hat
 from tfcert.construct.phase import Phase, frozen
 from tfcert.verify.formats import SA, Dataset, LowRank
 from tfcert.verify.numbers import ONE, ZERO, Vec, dot, scale, sub, unit
@@ -321,7 +321,7 @@ def leader_phase(dataset: Dataset, before: Phase, per_layer: int, attention: str
     magnified by more than one cancellation. With more, a token between two
     windows of one layer stays above the later ones, whose hats cancel on it."""
     d, seqs, first_block = dataset.d, before.tokens, before.span[1]
-    keys = sorted(x[0] for s in seqs for x in s)
+    keys = ordered(x[0] for s in seqs for x in s)
     big = fmpq(1, 64)  # K, the least power of two above the spread of t plus 1/64
     while big < keys[-1] - keys[0] + fmpq(1, 64):
         big *= 2
@@ -330,7 +330,7 @@ def leader_phase(dataset: Dataset, before: Phase, per_layer: int, attention: str
     gain = leaders[0].gain
     g = unit(d, 0)  # the hats act on t alone: one coordinate, each pre-activation exact in floats (Sterbenz)
     position = {p.index: j for j, p in enumerate(dataset.pairs)}
-    index = Projections({(p.index, i): dot(g, x) for p, s in zip(dataset.pairs, seqs) for i, x in enumerate(s)})
+    index = Projections({(p.index, i): x[0] for p, s in zip(dataset.pairs, seqs) for i, x in enumerate(s)})  # g = e_1
 
     # A layer's highest window may have tokens of other sequences above it: its hat also drops
     # them by K in t, below every later window, so no hat cancels on a token that an earlier
@@ -351,8 +351,8 @@ def leader_phase(dataset: Dataset, before: Phase, per_layer: int, attention: str
     def t_of(leader: Leader) -> fmpq:
         return seqs[position[leader.sequence]][leader.token][0]
 
-    ordered = sorted(leaders, key=t_of, reverse=True)
-    layers = [ordered[k:k + per_layer] for k in range(0, len(ordered), per_layer)]
+    by_t = sorted(leaders, key=t_of, reverse=True)
+    layers = [by_t[k:k + per_layer] for k in range(0, len(by_t), per_layer)]
     blocks, claims = hat_blocks([[hat(l, r == 0) for r, l in enumerate(layer)] for layer in layers], d,
                                 first_block, index, collapse_sa(d, gain))
     after = [list(s) for s in seqs]

@@ -24,10 +24,10 @@ import numpy as np
 from flint import fmpq
 
 from tfcert.construct.hats import (HALF_TOKENS, Projections, dense, direction, flat_hat, hat_blocks, identity_sa, integral,
-                                   min_gap, power_below, sparse)
+                                   min_gap, ordered, power_below, sparse)
 from tfcert.construct.phase import Phase, frozen
 from tfcert.verify.floats import FORMATS, exact_sum, round_nearest, valuation
-from tfcert.verify.layers import mean
+from tfcert.verify.layers import mean, sparse_dot
 from tfcert.verify.shortcuts import distinct_sorted
 from tfcert.verify.formats import FF, SA, Block, Dataset, LowRank
 from tfcert.verify.numbers import ONE, ZERO, Vec, dot, scale, unit
@@ -155,7 +155,7 @@ def separation(dataset: Dataset, attention: str, before: Phase) -> tuple[Phase, 
     shifts = [lam * sum(row, ZERO) / len(row) for row in ts]  # λ·t̄_j, once per sequence
     sa = SA(ONE, LowRank(ZERO), LowRank(ZERO, ((scale(lam, e_t), e_t),)))
     after = [[(t + s, ONE) + rest for t in row] for row, s in zip(ts, shifts)]
-    keys = sorted(t + s for row, s in zip(ts, shifts) for t in row)
+    keys = ordered(t + s for row, s in zip(ts, shifts) for t in row)
     gap = min_gap(keys)
     block = first + len(bumps)
     claims = ({"kind": "uniform_attention", "block": block},
@@ -268,7 +268,7 @@ def _grain(tokens: list[Vec]) -> tuple[int, int] | None:
 
 
 def _distinct(keys: list[fmpq]) -> bool:
-    keys = sorted(keys)  # sorted, not hashed: rational hashing is slow
+    keys = ordered(keys)  # sorted, not hashed: rational hashing is slow
     return all(a != b for a, b in zip(keys, keys[1:]))
 
 
@@ -292,11 +292,12 @@ def _conditioned(seqs, means: list[Vec], leaders: list[int], plan: list[Vec], d:
         exactly, else None."""
         if i not in tried:
             w = candidates[i]
-            ok = any(w) and _distinct([dot(w, x) for x in values])
+            on = tuple((j, v) for j, v in enumerate(w) if v)  # w·x over w's non-zero entries (axes, sparse ones)
+            ok = any(w) and _distinct([sparse_dot(on, x) for x in values])
             tried[i] = None
             if ok:
-                alpha, beta = _scaling([dot(w, x) for x in tokens], _integral(w))
-                bumped = _bumped([[alpha * dot(w, x) + beta for x in s] for s in seqs], seqs, plan,
+                alpha, beta = _scaling([sparse_dot(on, x) for x in tokens], _integral(w))
+                bumped = _bumped([[alpha * sparse_dot(on, x) + beta for x in s] for s in seqs], seqs, plan,
                                  alpha / power_below(alpha))
                 tried[i] = None if bumped is None else ((alpha, beta), *bumped)
         if tried[i] is None:

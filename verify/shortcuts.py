@@ -236,7 +236,7 @@ def ff_support(ff: FF) -> list[Support]:
 
 # ---------------------------------------------------------------- tokens sorted by a value
 
-def _float_key(v: fmpq | float) -> float:
+def float_key(v: fmpq | float) -> float:
     """v to the nearest float (Python's int / int rounds correctly), ±inf
     beyond the range: monotone, so (float_key(v), v) sorts as v does."""
     if isinstance(v, float):
@@ -255,14 +255,14 @@ class Ranked:
     in front settles most comparisons, where comparing rationals is slow."""
 
     def __init__(self, values: list[fmpq]):
-        self.entry = [(_float_key(v), v, g) for g, v in enumerate(values)]
+        self.entry = [(float_key(v), v, g) for g, v in enumerate(values)]
         self.ordered = SortedList(self.entry)
 
     def _cut(self, lo: fmpq, hi: fmpq | None) -> tuple[int, int]:
         """Positions of the first value > lo and of the first value ≥ hi
         (ids < len: (v, len) follows every (v, g))."""
-        start = self.ordered.bisect_right((_float_key(lo), lo, len(self.entry)))
-        return start, len(self.ordered) if hi is None else self.ordered.bisect_left((_float_key(hi), hi, -1))
+        start = self.ordered.bisect_right((float_key(lo), lo, len(self.entry)))
+        return start, len(self.ordered) if hi is None else self.ordered.bisect_left((float_key(hi), hi, -1))
 
     def inside(self, lo: fmpq, hi: fmpq | None) -> list[int]:
         """The ids with lo < value < hi (hi None: no upper end)."""
@@ -277,7 +277,7 @@ class Ranked:
     def move(self, g: int, new: fmpq) -> None:
         if new != self.entry[g][1]:
             self.ordered.remove(self.entry[g])
-            self.entry[g] = (_float_key(new), new, g)
+            self.entry[g] = (float_key(new), new, g)
             self.ordered.add(self.entry[g])
 
 
