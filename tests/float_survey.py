@@ -13,8 +13,8 @@ their worst deviation relative to 1 + max|y|. The summary (per format: claims pr
 relative to 1 + max|y|; where no claim is within the limit, whether the runs miss it; where one is,
 how close the runs come to the bound) is printed at the end, and by ``--summary`` alone.
 
-``--attack``: where a binary32 bound is above 0 but numpy's runs are exact (datasets of at most 50
-tokens), the emulated attack of tests/floatforms.py (every score, V and normalisation form, forward,
+``--attack``: where a binary32 bound is above 0 but numpy's runs stay below 0.01 of it, exact or
+not (datasets of at most 50 tokens), the emulated attack of tests/floatforms.py (every score, V and normalisation form, forward,
 reversed, fused and random orders, exp(0) anywhere within its 4u) adds its worst run to the line
 (``attack``), relative to 1 + max|y|: how close a run the float model allows comes to the bound.
 
@@ -227,7 +227,7 @@ def _tightness(rows: list[dict]) -> list[str]:
             lines.append(f"  {fmt} claims of 0: {len(exact)}, numpy's runs exact on {sum(v == 0 for v in exact)}")
     attacked = sorted((r["attack"]["binary32"] / r["relative"]["binary32"], r["seed"]) for r in rows if "attack" in r)
     if attacked:
-        lines.append(f"  where numpy's binary32 runs are exact under a bound above 0 (≤ 50 tokens: {len(attacked)}), "
+        lines.append(f"  where numpy's binary32 runs stay below 0.01 of a bound above 0 (≤ 50 tokens: {len(attacked)}), "
                      f"the emulated attack's worst run / bound: lowest {attacked[0][0]:.2g} (seed {attacked[0][1]}), "
                      f"median {attacked[len(attacked) // 2][0]:.2g}, below 0.01 on {sum(q < 0.01 for q, _ in attacked)}"
                      + "".join(f" (seed {s})" for q, s in attacked if q < 0.01))
@@ -441,8 +441,8 @@ def main(argv: list[str] | None = None) -> int:
         args.resume or args.summary or args.attack) else []
     if args.attack:
         for row in rows:
-            if (row["tokens"] <= 50 and "attack" not in row and row.get("runs", {}).get("binary32") == 0
-                    and row.get("relative", {}).get("binary32", 0) > 0):
+            bound, run = row.get("relative", {}).get("binary32", 0), row.get("runs", {}).get("binary32")
+            if row["tokens"] <= 50 and "attack" not in row and bound > 0 and isinstance(run, float) and run < 0.01 * bound:
                 row["attack"] = {"binary32": attack(row)}
                 print(f"{row['seed']:3d} {row['attention']:7s} attack {row['attack']['binary32']:.3g}, bound "
                       f"{row['relative']['binary32']:.3g}", file=sys.stderr, flush=True)
