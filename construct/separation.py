@@ -29,7 +29,7 @@ from tfcert.construct.phase import Phase, frozen
 from tfcert.verify.floats import FORMATS, exact_sum, round_nearest, valuation
 from tfcert.verify.layers import mean, sparse_dot
 from tfcert.verify.shortcuts import distinct_sorted
-from tfcert.verify.formats import FF, SA, Block, Dataset, LowRank
+from tfcert.verify.formats import FF, SA, Block, Dataset, LowRank, nonzero
 from tfcert.verify.numbers import ONE, ZERO, Vec, dot, scale, unit
 
 
@@ -292,7 +292,7 @@ def _conditioned(seqs, means: list[Vec], leaders: list[int], plan: list[Vec], d:
         exactly, else None."""
         if i not in tried:
             w = candidates[i]
-            on = tuple((j, v) for j, v in enumerate(w) if v)  # w·x over w's non-zero entries (axes, sparse ones)
+            on = nonzero(w)  # w·x over w's non-zero entries (axes, sparse ones)
             ok = any(w) and _distinct([sparse_dot(on, x) for x in values])
             tried[i] = None
             if ok:

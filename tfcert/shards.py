@@ -234,7 +234,7 @@ def verify_shard(job: dict, positions: list[int], limits: dict, observe: list[tu
 def _verify_pickled(job: bytes, *args) -> bytes:
     """verify_shard on a pickled job, its result pickled: Dask's serialisation walks
     nested containers value by value (0.8 s to scatter the parse of N = 1000,
-    docs/results/shards-N1000.txt), one pickle is one buffer (0.2 s)."""
+    docs/results/shards-N1000.txt), one pickle is one buffer (about 0.3 s, pickling included)."""
     return pickle.dumps(verify_shard(pickle.loads(job), *args), protocol=5)
 
 

@@ -65,7 +65,7 @@ from tfcert.verify.enclose import PREC, bounds, coordinate_range, is_point, proj
 from tfcert.verify.floats import EXP_ULPS, Format, exact_limit, grain, round_nearest, valuation
 from tfcert.verify.formats import SA, LowRank, Model
 from tfcert.verify.layers import Scores
-from tfcert.verify.numbers import Vec, key
+from tfcert.verify.numbers import Vec, each_once, key
 from tfcert.verify.shortcuts import Ranked
 
 WHICH = ("exact", "hat", "delta")  # the three tuples of a Rounded
@@ -565,8 +565,7 @@ class Analysis:
             return entered
         least = []  # per coordinate: the least grain of a nonzero value (None: every value 0)
         for column in zip(*(before[g] for g in entered)):
-            distinct = {id(v): v for v in column}.values()  # tokens share value objects: a parse's, those a layer keeps
-            least.append(min((valuation(v) for v in distinct if v), default=None))
+            least.append(min((valuation(v) for v in each_once(column) if v), default=None))
         X = self.X  # at least every token's magnitude bound
         floor, size = [], []  # per unit: its output's least grain, a bound on its relu's magnitude bound
         for k, row in enumerate(U):

@@ -69,10 +69,11 @@ class FF:
     def sparse(self) -> tuple[tuple, tuple]:
         """U's and W's rows as their non-zero (index, entry) pairs: a zero
         entry adds an exact 0, so the replay skips it."""
-        return tuple(_nonzero(r) for r in self.U), tuple(_nonzero(r) for r in self.W)
+        return tuple(nonzero(r) for r in self.U), tuple(nonzero(r) for r in self.W)
 
 
-def _nonzero(row: Vec) -> tuple[tuple[int, fmpq], ...]:
+def nonzero(row: Vec) -> tuple[tuple[int, fmpq], ...]:
+    """A row's non-zero entries as (index, entry) pairs, for layers.sparse_dot: a zero entry adds an exact 0."""
     return tuple((j, v) for j, v in enumerate(row) if v)
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import Iterable
 
 from flint import fmpq, fmpz
 
@@ -162,6 +163,12 @@ def key(v: Vec) -> tuple:
     is always in lowest terms, so equal vectors give equal keys). Hashing fmpq
     itself goes through fractions.Fraction, and str() is slower still."""
     return tuple([x.p for x in v] + [x.q for x in v])
+
+
+def each_once(values) -> Iterable:
+    """The values, each object once (by id; ``values`` holds them alive): a cluster's tokens share
+    the replay's tuple and a parse's equal numbers one object, so work on each is done once."""
+    return {id(v): v for v in values}.values()
 
 
 def dot(a: Vec, b: Vec) -> fmpq:

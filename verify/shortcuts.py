@@ -24,7 +24,7 @@ from math import inf
 from flint import fmpq
 from sortedcontainers import SortedList
 
-from tfcert.verify.formats import FF, LowRank
+from tfcert.verify.formats import FF, LowRank, nonzero
 from tfcert.verify.layers import Attention, Scores, apply_low_rank, attention_of, sparse_dot
 from tfcert.verify.numbers import ONE, ZERO, Vec, key
 
@@ -308,7 +308,7 @@ class Projections(Ranked):
     direction's non-zero entries: FF rows are mostly sparse)."""
 
     def __init__(self, direction: Vec, tokens: list[Vec]):
-        self.direction, self.support = direction, tuple((j, v) for j, v in enumerate(direction) if v)
+        self.direction, self.support = direction, nonzero(direction)
         super().__init__([self.of(x) for x in tokens])
 
     def of(self, x: Vec) -> fmpq:

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from tfcert.verify.errors import InputError
 from tfcert.verify.claims import Context, block_of, stated
 from tfcert.verify.formats import array, fields, integer
-from tfcert.verify.numbers import key
+from tfcert.verify.numbers import each_once, key
 
 KIND = "clusters"
 LAYER = "sa"
@@ -33,7 +33,6 @@ def parse(raw: dict, where: str, ctx: Context) -> Claim:
 
 
 def check(claim: Claim, ctx: Context, step) -> list[str]:
-    # key: equal exactly when the vectors are; taken once per tuple (a cluster's tokens share the replay's)
-    seen = [len({key(x) for x in {id(x): x for x in seq}.values()}) for seq in step.after]
+    seen = [len({key(x) for x in each_once(seq)}) for seq in step.after]  # key: equal exactly when the vectors are
     return [f"sequence {p.index}: " + stated("distinct tokens", n, k)
             for p, n, k in zip(ctx.dataset.pairs, claim.distinct, seen) if k != n]

@@ -10,7 +10,7 @@ from flint import fmpq
 from tfcert.verify.claims import Context
 from tfcert.verify.enclose import is_point, width
 from tfcert.verify.formats import fields
-from tfcert.verify.numbers import Vec, dot, key, show, sub
+from tfcert.verify.numbers import Vec, dot, each_once, key, show, sub
 
 KIND = "exact"
 LAYER = "end"
@@ -42,7 +42,7 @@ def check(claim: Claim, ctx: Context, step) -> list[str]:
         if loose:
             failures.append(f"sequence {pair.index}: token {loose[0]} is not certified to a single point "
                             f"(enclosure width {show(width(out[loose[0]]))}; {len(loose)} such token(s))")
-        elif {key(x) for x in {id(x): x for x in out}.values()} != {key(y) for y in pair.output}:  # as in clusters
+        elif {key(x) for x in each_once(out)} != {key(y) for y in pair.output}:  # key: equal exactly when the vectors are
             failures.append(f"sequence {pair.index}: output set differs from the target set "
                             f"(squared Hausdorff distance {show(hausdorff_squared(out, pair.output))})")
     return failures

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from flint import fmpq
 
 from tfcert.verify.claims import Context, block_of, optional_number, stated
-from tfcert.verify.formats import fields, vector
+from tfcert.verify.formats import fields, nonzero, vector
 from tfcert.verify.layers import sparse_dot
 from tfcert.verify.numbers import Vec, show
 
@@ -34,7 +34,7 @@ def parse(raw: dict, where: str, ctx: Context) -> Claim:
 
 def projections(direction: Vec, tokens) -> list[fmpq]:
     """The tokens' projections on ``direction``, sorted; over its non-zero entries (a construction's is e_1)."""
-    support = tuple((j, v) for j, v in enumerate(direction) if v)
+    support = nonzero(direction)
     return sorted(sparse_dot(support, x) for x in tokens)
 
 
