@@ -3,6 +3,7 @@ DIR/certificate.json, verified by the independent checker before any file
 is written, and written so that no half-written bundle is ever left."""
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -15,13 +16,14 @@ from pathlib import Path
 
 from flint import fmpq
 
+from tfcert.canonical import dumps
 from tfcert.construct.build import Construction, certificate, construct, float_analyses, float_bounds, model_bytes
 from tfcert.errors import InputError
 from tfcert.report import approx
 from tfcert.verify.check import Report, Result, check_certificate
 from tfcert.verify.claims import Context
 from tfcert.verify.claims import float as float_claim
-from tfcert.verify.formats import Dataset, Document, dumps, load_document, parse_document, read_dataset
+from tfcert.verify.formats import Dataset, Document, load_document, parse_document, read_dataset
 
 @dataclass(frozen=True)
 class Bundle:
@@ -111,7 +113,9 @@ def _certified(dataset_doc: Document, data: Dataset, attention: str, width: int,
     stage(1, "float analyses")
     analyses = float_analyses(construction.model, data)
     stage(2, "the claims")
-    draft = dumps(certificate(construction, data, model, dataset_doc.raw, []))
+    # the claims without the float ones, read back as the verifier reads a file: compact JSON, as
+    # its bytes are never written (the certificate written is the canonical dumps of the whole)
+    draft = json.dumps(certificate(construction, data, model, dataset_doc.raw, []), ensure_ascii=False).encode()
     if progress:
         progress(0, None, "verifying: reading the certificate and the claims checked before the replay")
     verifying = None if progress is None else Replay(progress, "verifying: ")

@@ -21,7 +21,7 @@ from tfcert.construct.phase import Phase, frozen
 from tfcert.verify.layers import apply_sa_hardmax
 from tfcert.verify.shortcuts import attention_table
 from tfcert.verify.formats import Dataset
-from tfcert.verify.numbers import key
+from tfcert.verify.numbers import each_once, key
 
 
 def collapse(dataset: Dataset, lead: Phase, tau_star: tuple[fmpq, dict] | None = None) -> Phase:
@@ -34,7 +34,7 @@ def collapse(dataset: Dataset, lead: Phase, tau_star: tuple[fmpq, dict] | None =
     table = [attention_table(sa.A, X) for X in lead.tokens]
     after = [apply_sa_hardmax(sa, X, att) for X, att in zip(lead.tokens, table)]
     argmax = argmax_claim(block, table)
-    distinct = [len({key(x) for x in s}) for s in after]
+    distinct = [len({key(x) for x in each_once(s)}) for s in after]  # an argmax set's tokens share one tuple
     if argmax["ties"] or distinct != [len(p.output) for p in dataset.pairs]:
         raise AssertionError("collapse failed: the leader placement is wrong")  # a construction bug
     if tau_star is None:

@@ -34,7 +34,7 @@ from tfcert.construct.phase import Phase, frozen
 from tfcert.construct.separation import crowded
 from tfcert.verify.formats import FF, Block, Dataset
 from tfcert.verify.layers import apply_ff
-from tfcert.verify.numbers import ONE, ZERO
+from tfcert.verify.numbers import ONE, ZERO, each_once
 
 RANGE = fmpq(2) ** 16  # compress where max|x| / min nonzero |x| exceeds this
 FACTOR = 4  # each layer divides the slope beyond its breakpoint by this
@@ -49,14 +49,15 @@ def compress(dataset: Dataset, attention: str = "hardmax") -> Phase:
     binary32 (separation.crowded): in d = 2 or 3, tokens that share a large
     coordinate; in high d, tokens differ in some large coordinate anyway."""
     seqs = [list(p.input) for p in dataset.pairs]
-    sizes = [abs(v) for s in seqs for x in s for v in x if v]
-    if not sizes or max(sizes) <= RANGE * min(sizes) or not crowded(
+    sizes = [abs(v) for v in each_once(v for s in seqs for x in s for v in x if v)]  # a parse shares equal numbers
+    least, largest = (min(sizes), max(sizes)) if sizes else (None, None)
+    if not sizes or largest <= RANGE * least or not crowded(
             seqs, [len(p.output) for p in dataset.pairs], dataset.d, attention == "softmax"):
         return Phase("compress", (0, 0), (), (), frozen(seqs))
     d, share = dataset.d, 1 - fmpq(1, FACTOR)
-    breakpoints, original = [], power_below(min(sizes))
+    breakpoints, original = [], power_below(least)
     slope, offset = ONE, ZERO  # the layers so far beyond their breakpoints, where each is x ↦ x/FACTOR + share·c
-    while original < max(sizes):  # breakpoint k: the image of b·FACTOR^k after the layers before it,
+    while original < largest:  # breakpoint k: the image of b·FACTOR^k after the layers before it,
         c = slope * original + offset  # which lies beyond each of theirs (the layers keep order)
         breakpoints.append(c)
         slope, offset = slope / FACTOR, offset / FACTOR + share * c

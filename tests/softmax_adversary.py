@@ -27,7 +27,8 @@ from floatforms import exp_within
 from tfcert.verify.evaluate import Replay
 from tfcert.verify.float_analysis import Analysis
 from tfcert.verify.floats import FORMATS
-from tfcert.verify.formats import dumps, parse_document, read_model
+from tfcert.verify.formats import parse_document, read_model
+from tfcert.canonical import dumps
 from tfcert.verify.layers import apply_ff
 
 FORMS = ("dense_q", "dense_k", "lr_q", "lr_k", "lr_sum")

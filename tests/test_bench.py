@@ -104,7 +104,8 @@ def bundle():
 
 def test_naive_replay_agrees_with_the_verifier(bundle, tmp_path):
     from tfcert.verify.check import check_certificate
-    from tfcert.verify.formats import dumps, parse_document
+    from tfcert.verify.formats import parse_document
+    from tfcert.canonical import dumps
 
     _, b = bundle
     model, dataset, cert = (b.files[f] for f in ("model.json", "dataset.json", "certificate.json"))

@@ -149,7 +149,8 @@ def test_double_rounding_is_avoided():
 # ---------------------------------------------------------------- models and bundles
 
 def _model(doc: dict):
-    from tfcert.verify.formats import dumps, parse_document, read_model
+    from tfcert.verify.formats import parse_document, read_model
+    from tfcert.canonical import dumps
     return read_model(parse_document("model.json", dumps(doc)))
 
 

@@ -18,11 +18,12 @@ from hypothesis import strategies as st
 from flint import fmpq
 
 from tfcert.construct.bundle import build
-from tfcert.construct.separation import bump_plan
+from tfcert.construct.separation import bump_plan, sequence_means
 from tfcert.verify.check import check_certificate
 from tfcert.verify.evaluate import Replay
 from tfcert.verify.floats import FORMATS, round_nearest
-from tfcert.verify.formats import dumps, parse_document, read_model
+from tfcert.verify.formats import parse_document, read_model
+from tfcert.canonical import dumps
 
 ORDERS = ("numpy", "forward", "reverse")
 
@@ -94,7 +95,7 @@ def _within_the_survey_limits(claims: dict, ds: dict) -> None:
 @pytest.mark.parametrize("attention", ["hardmax", "softmax"])
 def test_collinear_tie_breaks_keep_a_binary32_claim(attention):
     inputs = [[tuple(fmpq(int(v)) for v in x) for x in p["input"]] for p in COLLINEAR["pairs"]]
-    assert len(bump_plan(inputs)) >= 3  # it has tie-break bumps
+    assert len(bump_plan(inputs, sequence_means(inputs))) >= 3  # it has tie-break bumps
     _within_the_survey_limits(check_bounds(COLLINEAR, attention), COLLINEAR)
 
 
@@ -398,16 +399,16 @@ def test_the_survey_files_are_what_their_commands_print():
        st.booleans())
 def test_a_format_that_fails_on_constructs_probe_fails_on_the_whole(ds, attention, short):
     """construct analyses a large dataset's formats on its first sequences and blocks first and
-    drops a format that fails there (construct/build.py, float_analyses). With the probe on
-    every dataset (PROBE = 0), through every block or (``short``) a 16th of them, construct's
-    float bounds are those of the whole analysis, format by format: a format the probe refused
-    has no bound on the whole either."""
+    drops a format that fails there (construct/build.py, float_analyses). With the probes on
+    every dataset (PROBE = 0), each stage through its least number of blocks or (``short``) its
+    share of them alone, construct's float bounds are those of the whole analysis, format by
+    format: a format a probe refused has no bound on the whole either."""
     import tfcert.construct.build as cb
     from tfcert.verify.float_analysis import Analysis
 
     with tempfile.TemporaryDirectory() as tmp, pytest.MonkeyPatch.context() as mp:
         mp.setattr(cb, "PROBE", 0)
-        mp.setattr(cb, "PROBE_BLOCKS", 0 if short else cb.PROBE_BLOCKS)
+        mp.setattr(cb, "PROBES", tuple((share, 0) for share, _ in cb.PROBES) if short else cb.PROBES)
         bundle = build(write_json(Path(tmp) / "ds.json", ds), attention)
     model, inputs = bundle.construction.model, [p.input for p in bundle.dataset.pairs]
     useful = 1 + max(abs(v) for p in bundle.dataset.pairs for y in p.output for v in y)

@@ -23,7 +23,8 @@ from tfcert.bench.floatrun import deviation
 from tfcert.verify.enclose import Noise, bounds, noise_bound
 from tfcert.verify.evaluate import Replay
 from tfcert.verify.floats import FORMATS, round_nearest
-from tfcert.verify.formats import dumps, parse_document, read_dataset, read_model
+from tfcert.canonical import dumps
+from tfcert.verify.formats import parse_document, read_dataset, read_model
 
 ORDERS = ("numpy", "forward", "reverse")
 ORDERS_EMU = ("forward", "reverse", "random", "fma")  # tests/softmax_adversary.py's

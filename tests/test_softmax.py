@@ -16,7 +16,8 @@ from tfcert.cli.main import main
 from tfcert.verify.check import check_certificate
 from tfcert.verify.enclose import Path
 from tfcert.verify.layers import apply_ff_token
-from tfcert.verify.formats import dumps, parse_document, read_model
+from tfcert.canonical import dumps
+from tfcert.verify.formats import parse_document, read_model
 
 Q = fmpq
 

@@ -21,10 +21,11 @@ from pathlib import Path
 
 from flint import fmpq
 
+from tfcert.canonical import dumps
 from tfcert.errors import InputError, with_limit_hint
 from tfcert.files import bundle_file, load
 from tfcert.verify import check
-from tfcert.verify.formats import DATASET_FORMAT, Document, dumps, parse_document, read_dataset
+from tfcert.verify.formats import DATASET_FORMAT, Document, parse_document, read_dataset
 
 SLOTS = ("model", "dataset", "certificate")
 

@@ -399,8 +399,3 @@ def model_json(model: Model) -> dict:
          "sa": {"rho": fmt(b.sa.rho), "A": low_rank(b.sa.A), "V": low_rank(b.sa.V)}}
         for b in model.blocks]
     return out
-
-
-def dumps(value: dict) -> bytes:
-    """Canonical bytes: the same value always gives the same file."""
-    return (json.dumps(value, indent=1, ensure_ascii=False) + "\n").encode("utf-8")

@@ -138,7 +138,7 @@ def random_dataset(n_seq: int, n: int, m: int, d: int, seed: int = 0) -> bytes:
 
 
 def _dumps(value: dict) -> bytes:
-    from tfcert.verify.formats import dumps
+    from tfcert.canonical import dumps
 
     return dumps(value)
 

@@ -187,7 +187,8 @@ def cmd_audit(args) -> int:
     from tfcert.progress import Bar
     from tfcert.report import audit_human, audit_json, audit_stopped_json, json_text
     from tfcert.verify.check import check_certificate, check_compatible
-    from tfcert.verify.formats import dumps, parse_document, read_dataset, read_model
+    from tfcert.verify.formats import parse_document, read_dataset, read_model
+    from tfcert.canonical import dumps
     from tfcert.verify.numbers import parse_number
 
     tau = None

@@ -76,7 +76,7 @@ def without_float_claims(files: dict[str, bytes]) -> dict[str, bytes]:
     a float claim speaks about every float evaluation order, which no replay
     decides, so the campaign leaves it out (tests/test_float*.py check it
     against float runs and red-team models)."""
-    from tfcert.verify.formats import dumps
+    from tfcert.canonical import dumps
 
     cert = json.loads(files["certificate.json"])
     for phase in cert["phases"]:
