@@ -22,7 +22,7 @@ from flint import fmpq
 from tfcert.construct.bundle import build
 from tfcert.verify.evaluate import Replay
 from tfcert.verify.float_analysis import Analysis, add, div, fdown, fup, mul, rational, sub_down
-from tfcert.verify.floats import FORMATS, round_nearest
+from tfcert.verify.floats import FORMATS, grain, round_nearest
 from tfcert.verify.formats import FF, SA, Block, LowRank, Model, load_document, read_dataset, read_model
 
 BUNDLES = sorted(p.parent.name for p in (REPO / "certificates").glob("*/certificate.json"))
@@ -218,6 +218,17 @@ def test_the_upward_operations_lie_above_the_exact_results(terms, a, b, c):
         assert (got == 0) == (want == 0)
     low = sub_down(a, b)
     assert low == -inf or rational(low) <= rational(a) - rational(b)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.one_of(NONNEG, st.sampled_from([0.0, 5e-324, 2.0 ** -1022, 2.0 ** -126, 2.0 ** -14, 2.0 ** -14 * (1 - 2 ** -11)])),
+       st.sampled_from(sorted(FORMATS)))
+def test_a_grain_read_off_a_binary64_bound_is_the_rational_one(lower, name):
+    """The analysis reads floats.grain of its binary64 lower bounds off their exponents."""
+    one, zero = fmpq(1), fmpq(0)
+    model = Model(2, "hardmax", (Block(FF(one, (), (), ((), ())), SA(one, LowRank(zero), LowRank(zero))),))
+    analysis = Analysis(model, [[(one, zero)]], FORMATS[name])
+    assert analysis._grain_above(lower) == grain(rational(lower), FORMATS[name])
 
 
 if __name__ == "__main__":  # python tests/test_float_fast.py: the ratios docs/results/float-fast-ratio.txt holds

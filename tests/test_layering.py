@@ -169,8 +169,10 @@ PARTS = {
     # per token that shares it: a sequence's tie average, an argmax token; an attention layer's
     # tokens whose erring coordinates no known value can reach, skipped at once; a run of tokens
     # sharing one tuple and one error tuple, an argmax's image, given one magnitude bound; each
-    # input value object, which a parse shares between equal numbers, rounded and sized once)
-    "float analysis": (("floats.py", "float_analysis.py", "determined.py"), 1026),
+    # input value object, which a parse shares between equal numbers, rounded and sized once; a
+    # binary64 bound's grain read off its exponent, not through a rational; each rounded
+    # parameter's sign kept beside it, so that an FF output's terms do not compare fmpq with 0)
+    "float analysis": (("floats.py", "float_analysis.py", "determined.py"), 1035),
 }
 
 

@@ -55,14 +55,14 @@ from __future__ import annotations
 from bisect import bisect_right
 from dataclasses import dataclass
 from functools import lru_cache
-from math import fsum, inf, nextafter
+from math import frexp, fsum, inf, nextafter
 from sys import float_info
 
 from flint import arb, ctx, fmpq
 
 from tfcert.verify import determined
 from tfcert.verify.enclose import PREC, bounds, coordinate_range, is_point, projection_range
-from tfcert.verify.floats import EXP_ULPS, Format, exact_limit, grain, round_nearest, valuation
+from tfcert.verify.floats import EXP_ULPS, Format, exact_limit, round_nearest, valuation
 from tfcert.verify.formats import SA, LowRank, Model
 from tfcert.verify.layers import Scores
 from tfcert.verify.numbers import Vec, each_once, key
@@ -192,6 +192,7 @@ class Rounded:
         self.count = len(self.nonzero["hat"])
         self.rounded = any(delta)
         self.grains = tuple(map(valuation, self.hat))  # the exponent of each rounded entry's last bit (None: 0)
+        self.signs = tuple((h > 0) - (h < 0) for h in self.hat)  # each rounded entry's sign
         self.power = None  # (j, v): the one entry, v = ±2^k, when the tuple is that exactly (for Sterbenz)
         if self.count == 1 and not self.rounded:  # every entry exact: none rounded to (or from) 0
             j = self.nonzero["hat"][0]
@@ -280,10 +281,6 @@ class Matrix:
 
 def matrix(m: LowRank, fmt: Format) -> Matrix:
     return Matrix(Rounded((m.scale,), fmt), tuple((Rounded(u, fmt), Rounded(v, fmt)) for u, v in m.terms))
-
-
-def _sign_of(q: fmpq) -> int:
-    return (q > 0) - (q < 0)
 
 
 def _known(values) -> tuple | None:
@@ -670,8 +667,15 @@ class Analysis:
             return valuation(values[j])
         lo, hi = (x[j], x[j]) if is_point(x) else coordinate_range(x, j)
         least = sub_down(fdown(min(abs(lo), abs(hi)) if lo * hi > 0 else fmpq(0)), e[j])
-        v = grain(rational(max(least, 0.0)), self.fmt)
+        v = self._grain_above(max(least, 0.0))
         return v if stored is None or stored[j] is None else max(v, stored[j])
+
+    def _grain_above(self, lower: float) -> int:
+        """floats.grain of a binary64 lower bound ≥ 0, read off its exponent: lower = f·2^E
+        with ½ ≤ f < 1 (frexp), so ⌊log2 lower⌋ = E − 1 (the least normal is a binary64 number)."""
+        if lower < self.c.normal:
+            return self.fmt.emin - self.fmt.precision + 1
+        return frexp(lower)[1] - self.fmt.precision
 
     def _floor(self, grains) -> int:
         """The grain of any float evaluation of a sum of terms with these grains (None: an exact 0),
@@ -718,31 +722,34 @@ class Analysis:
                 known[j] = self._grain(x, e, j, values, stored)
             return known[j]
         status, dz, rho, smag, gs = [], [], [], [], []
+        point = is_point(x)
+        b_hat, b_delta = b.bounds["hat"], b.bounds["delta"]
         for k, row in enumerate(U):
-            lo, hi = (row.dot(x),) * 2 if is_point(x) else projection_range(x, row.exact, None)
+            lo, hi = (row.dot(x),) * 2 if point else projection_range(x, row.exact, None)
             lo, hi = lo + b.exact[k], hi + b.exact[k]
-            term_grains = [b.grains[k]] + [_times(row.grains[j], gx(j)) for j in row.nonzero["hat"]]
-            exact = self._sterbenz(x, e, row, b, k) or self._exact(list(zip(term_grains, [b.abs("hat", k)] + [
-                mul(row.abs("hat", j), mag[j]) for j in row.nonzero["hat"]]))) is not None
+            r_hat, nonzero = row.bounds["hat"], row.nonzero["hat"]
+            term_grains = [b.grains[k]] + [_times(row.grains[j], gx(j)) for j in nonzero]
+            exact = self._sterbenz(x, e, row, b, k) or self._exact(list(zip(term_grains, [b_hat[k]] + [
+                mul(r_hat[j], mag[j]) for j in nonzero]))) is not None
             g = self._floor(term_grains)
             if exact:  # computed exactly: only the parameters' rounding and the operands' errors
-                rounding = add(row.absdot("delta", mag), b.abs("delta", k))
+                rounding = add(row.absdot("delta", mag), b_delta[k])
             else:
-                n = row.count + (b.hat[k] != 0)
-                scaled = add(row.absdot("hat", mag), b.abs("hat", k))
-                rounding = add(row.absdot("delta", mag), b.abs("delta", k), mul(c.gamma(max(n, 1)), scaled),
+                n = row.count + (b.signs[k] != 0)
+                scaled = add(row.absdot("hat", mag), b_hat[k])
+                rounding = add(row.absdot("delta", mag), b_delta[k], mul(c.gamma(max(n, 1)), scaled),
                                mul(n, c.tiny))
             err = add(row.absdot("exact", e), rounding)
             least = sub_down(fdown(lo), err)  # σ̂_k = relu(ẑ_k) is 0 or ẑ_k ≥ least
-            g = max(g, grain(rational(max(least, 0.0)), self.fmt))
-            if not err and lo == hi != 0:  # ẑ_k = z_k: a multiple of its own lowest bit
+            g = max(g, self._grain_above(max(least, 0.0)))
+            if not err and lo == hi and lo:  # ẑ_k = z_k: a multiple of its own lowest bit
                 g = max(g, valuation(lo))
             if add(fup(hi), err) <= 0:
                 status.append("off")
                 smag.append(0.0)
             else:
                 status.append("on" if least >= 0 else "uncertain")
-                smag.append(add(fup(max(abs(lo), abs(hi))), err))
+                smag.append(add(fup(abs(lo) if point else max(abs(lo), abs(hi))), err))
                 if status[-1] == "uncertain" and self.uncertain is None:
                     self.uncertain = (f"{where()}: unit {k}'s pre-activation [{approx(lo)}, {approx(hi)}] "
                                       f"is within its error bound {approx(err)} of 0")
@@ -755,28 +762,31 @@ class Analysis:
         out = list(e) if copy else [0.0] * d
         grains = list(stored) if copy and stored else [None] * d  # a copied x̂_i keeps its grain
         erred = [j for j, v in enumerate(e) if v]
+        eta_delta, eta_hat, eta_sign = eta.bounds["delta"][0], eta.bounds["hat"][0], eta.signs[0]
         for i in range(d):
             live = [k for k in writers[i] if status[k] != "off"]
             if plain and not live:
                 continue
-            total = [mul(eta.abs("delta", 0), mag[i])]
-            terms = [mul(eta.abs("hat", 0), mag[i])]
+            w = W[i]
+            w_exact, w_delta, w_hat = w.bounds["exact"], w.bounds["delta"], w.bounds["hat"]
+            total = [mul(eta_delta, mag[i])]
+            terms = [mul(eta_hat, mag[i])]
             # each term's sign: η̂ x̂_i's from x̂_i's; Ŵ_ik σ̂_k's is Ŵ_ik's, a relu being ≥ 0
-            grid = [(_times(eta.grains[0], gx(i)) if eta.hat[0] else None, terms[0],
-                     _sign_of(eta.hat[0]) * self._sign(x, e, i))]
-            count = int(eta.hat[0] != 0)
+            grid = [(_times(eta.grains[0], gx(i)) if eta_sign else None, terms[0],
+                     eta_sign * self._sign(x, e, i))]
+            count = int(eta_sign != 0)
             on = []
             for k in live:
                 if status[k] == "on":
-                    if W[i].exact[k]:
+                    if w.exact[k]:
                         on.append(k)
-                        total.append(mul(W[i].abs("exact", k), rho[k]))
+                        total.append(mul(w_exact[k], rho[k]))
                 else:
-                    total.append(mul(W[i].abs("exact", k), dz[k]))
-                total.append(mul(W[i].abs("delta", k), smag[k]))
-                terms.append(mul(W[i].abs("hat", k), smag[k]))
-                grid.append((_times(W[i].grains[k], gs[k]), terms[-1], _sign_of(W[i].hat[k])))
-                count += W[i].hat[k] != 0
+                    total.append(mul(w_exact[k], dz[k]))
+                total.append(mul(w_delta[k], smag[k]))
+                terms.append(mul(w_hat[k], smag[k]))
+                grid.append((_times(w.grains[k], gs[k]), terms[-1], w.signs[k]))
+                count += w.signs[k] != 0
             terms = add(*terms)
             self._check_range(terms, f"coordinate {i + 1} of the FF output")
             for j in erred:  # |M|·e, M's row i = η e_i + Σ_on W_ik U_k, over the j with e_j ≠ 0
