@@ -171,8 +171,9 @@ PARTS = {
     # sharing one tuple and one error tuple, an argmax's image, given one magnitude bound; each
     # input value object, which a parse shares between equal numbers, rounded and sized once; a
     # binary64 bound's grain read off its exponent, not through a rational; each rounded
-    # parameter's sign kept beside it, so that an FF output's terms do not compare fmpq with 0)
-    "float analysis": (("floats.py", "float_analysis.py", "determined.py"), 1035),
+    # parameter's sign kept beside it, so that an FF output's terms do not compare fmpq with 0; a
+    # parameter tuple's rounding found by its entries' ids before its value's key)
+    "float analysis": (("floats.py", "float_analysis.py", "determined.py"), 1039),
 }
 
 

@@ -332,6 +332,7 @@ class Analysis:
         self._last: dict[str, tuple] = {"ff": (None,), "sa": (None,)}  # by layer: (parameters, rounded)
         self._seen: dict[str, tuple] = {"ff": (None, None), "sa": (None, None)}  # by layer: checked (rounded, X)
         self._rounding: dict[tuple, Rounded] = {}  # by key(values)
+        self._by_ids: dict[tuple, tuple] = {}  # by the entries' ids: (values, Rounded)
         self._canon: dict[int, tuple] = {}  # by id(row): the row and its direction (_direction)
         self._dense: dict[int, tuple] = {}  # by id(V): V and its dense entries (_entries)
         self._rows: dict[tuple, tuple] = {}  # by (id(V), c): V and its dense row c in floats (determined.forms)
@@ -461,7 +462,7 @@ class Analysis:
         if self._last[layer][0] is not part and (layer == "ff" or self._last[layer][0] != part):
             if layer == "ff":
                 W = tuple(self._round(r) for r in part.W)
-                writers = tuple(tuple(k for k, (w, h) in enumerate(zip(row.exact, row.hat)) if w or h) for row in W)
+                writers = tuple(row.support for row in W)  # the units with a weight on coordinate i, exact or rounded
                 self._last[layer] = part, (self._round((part.eta,)), tuple(self._round(r) for r in part.U),
                                            self._round(part.b), W, writers)
             else:
@@ -478,11 +479,16 @@ class Analysis:
         return seen[0] is params and seen[1] == self.X
 
     def _round(self, values) -> Rounded:
-        """Rounded(values), one per distinct tuple: FF layers repeat their rows."""
-        name = key(values)
-        if name not in self._rounding:
-            self._rounding[name] = Rounded(values, self.fmt)
-        return self._rounding[name]
+        """Rounded(values), one per distinct tuple: FF layers repeat their rows. Looked up by
+        the ids of the entries first (a parse gives equal numbers one object; the memo holds
+        the tuple, so its entries stay alive and their ids name them), then by value."""
+        ids = tuple(map(id, values))
+        if (known := self._by_ids.get(ids)) is None:
+            name = key(values)
+            if name not in self._rounding:
+                self._rounding[name] = Rounded(values, self.fmt)
+            known = self._by_ids[ids] = (tuple(values), self._rounding[name])
+        return known[1]
 
     # ---- driver
 
@@ -612,9 +618,9 @@ class Analysis:
                     return list(range(len(before)))  # a constant unit that may be on: it shifts every token
                 continue
             row, threshold = self._direction(row, threshold)
-            if key(row.exact) not in self.reach:
-                self.reach[key(row.exact)] = (row, Ranked([self._slack(row, g, x) for g, x in enumerate(before)]))
-            todo.update(self.reach[key(row.exact)][1].inside(threshold, None))
+            if (name := key(row.exact)) not in self.reach:
+                self.reach[name] = (row, Ranked([self._slack(row, g, x) for g, x in enumerate(before)]))
+            todo.update(self.reach[name][1].inside(threshold, None))
         return sorted(todo)
 
     def _direction(self, row: Rounded, threshold: float) -> tuple[Rounded, float]:
