@@ -6,7 +6,9 @@ With ``--build`` a missing FOLDER is filled first: the dataset
 ``python -m tfcert.bench.benchphase construct``). Prints one JSON line: seconds to read and
 parse the three files (``load``: load_document ×3; ``read``: read_model and read_dataset),
 the exact replay alone (``replay``), the replay with the binary64 float analysis beside it
-(``analysis``, its bound, the analysis's own seconds and its four slowest layers), and the whole check (``check``: check_certificate on the documents
+(``analysis``, its bound, the analysis's own seconds, its four slowest layers and three slowest
+runs of 100 blocks, and the tokens it takes through an FF layer's bound in full, ``_ff_token``:
+their count and seconds), and the whole check (``check``: check_certificate on the documents
 read, with each claim kind's seconds). Compare two checkouts by running each one's copy in
 turn (interleaved), on the same folder.
 """
@@ -60,6 +62,17 @@ def main() -> int:
         timed("replay", lambda: [None for _ in Replay(model, inputs).steps()])
     if "analysis" in parts:
         layers: list[tuple[float, str]] = []
+        hundreds: dict[int, float] = defaultdict(float)
+        full = [0, 0.0]  # tokens through _ff_token, their seconds
+        whole = Analysis._ff_token
+
+        def ff_token(self, *args):
+            start = time.perf_counter()
+            try:
+                return whole(self, *args)
+            finally:
+                full[0], full[1] = full[0] + 1, full[1] + time.perf_counter() - start
+        Analysis._ff_token = ff_token
 
         def analysed():
             analysis = Analysis(model, inputs, FORMATS["binary64"])
@@ -67,12 +80,17 @@ def main() -> int:
                 start = time.perf_counter()
                 analysis.step(step)
                 layers.append((time.perf_counter() - start, f"block {step.block} {step.layer}"))
+                hundreds[step.block // 100] += layers[-1][0]
             analysis.finish()
             return analysis
         analysis = timed("analysis", analysed)
         out["bound"] = str(analysis.bound) if analysis.failure is None else analysis.failure
         out["analysis_alone"] = round(sum(s for s, _ in layers), 2)
         out["slowest_layers"] = {where: round(s, 2) for s, where in sorted(layers, reverse=True)[:4]}
+        out["slowest_100_blocks"] = {f"blocks {100 * k}-{100 * k + 99}": round(s, 2) for k, s in
+                                     sorted(hundreds.items(), key=lambda item: item[1], reverse=True)[:3]}
+        out["ff_tokens"] = {"count": full[0], "seconds": round(full[1], 2)}
+        Analysis._ff_token = whole
     if "check" in parts:
         report = timed("check", lambda: check_certificate(*docs))
         out["ok"] = report.ok
