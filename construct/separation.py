@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import dataclass
-from itertools import combinations, count, islice
+from itertools import chain, combinations, count, islice
 
 import numpy as np
 from flint import fmpq
@@ -283,7 +283,7 @@ def _conditioned(seqs, means: list[Vec], leaders: list[int], plan: list[Vec], d:
     projections, the plan's bumps keep distinct means apart (_bumped), and
     the shifted values t + λ·t̄_j are pairwise distinct. Where float64 ranks
     none (values beyond its range, or every candidate colliding),
-    direction() and the first λ that separates."""
+    direction() and the first λ that separates, 0 first as among the ranked."""
     tokens = [x for s in seqs for x in s]
     values = distinct_sorted(tokens + means)
     candidates, lams = _candidates(tokens, d)
@@ -316,7 +316,7 @@ def _conditioned(seqs, means: list[Vec], leaders: list[int], plan: list[Vec], d:
             return candidates[i], found[0], lams[j], *found[1:]
     w = direction(values, d)
     candidates.append(w)
-    for lam in small_rationals():  # measure-zero failures aside, one of the first few
+    for lam in chain((ZERO,), small_rationals()):  # λ = 0 first, as ranked; else one of the first few
         if (found := shifted(len(candidates) - 1, lam)) is not None:
             return w, found[0], lam, *found[1:]
     raise AssertionError("unreachable")

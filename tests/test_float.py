@@ -99,6 +99,25 @@ def test_collinear_tie_breaks_keep_a_binary32_claim(attention):
     _within_the_survey_limits(check_bounds(COLLINEAR, attention), COLLINEAR)
 
 
+@pytest.mark.parametrize("shared", [False, True])
+def test_where_float64_ranks_no_projection_the_mean_shift_is_0_unless_a_token_is_shared(shared, monkeypatch):
+    """Where float64 ranks no (direction, λ) pair (large integer datasets: every dense candidate
+    collides), the separation falls back to direction() and the first λ that separates, 0 first,
+    as the ranked pairs do: with no shared token the attention adds nothing (V = 0 as u = 0), so
+    every t stays exact; a token two sequences share needs λ ≠ 0."""
+    import tfcert.construct.separation as separation
+    from tfcert.construct.compress import compress
+    from tfcert.verify.formats import read_dataset
+
+    monkeypatch.setattr(separation, "_ranking", lambda *args: [])
+    pairs = [{"input": [["1", "2"], ["3", "5"]], "output": [["1", "0"]]},
+             {"input": [["4", "1"], ["3", "5"] if shared else ["7", "2"]], "output": [["0", "1"]]}]
+    data = read_dataset(parse_document("d.json", dumps({"format": "tfcert.dataset/1", "d": 2, "pairs": pairs})))
+    bump, sep = separation.separation(data, "hardmax", compress(data, "hardmax"))
+    shift = (sep.blocks or bump.blocks)[-1].sa.V.terms[0][0]  # λ·e_t
+    assert any(shift) == shared
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("attention", ["hardmax", "softmax"])
 def test_the_survey_collinear_dataset_seed_110_gets_a_binary32_claim(attention):
