@@ -154,7 +154,7 @@ def separation(dataset: Dataset, attention: str, before: Phase) -> tuple[Phase, 
     ff = FF(ZERO, (scale(alpha, w), tuple(ZERO for _ in range(d))), (beta, ONE),
             tuple((a, b) for a, b in zip(e_t, e_y)))
     rest = tuple(ZERO for _ in range(d - 2))
-    shifts = [lam * sum(row, ZERO) / len(row) for row in ts]  # λ·t̄_j, once per sequence
+    shifts = mean_shifts(ts, lam)
     sa = SA(ONE, LowRank(ZERO), LowRank(ZERO, ((scale(lam, e_t), e_t),)))
     after = [[(t + s, ONE) + rest for t in row] for row, s in zip(ts, shifts)]
     keys = ordered(t + s for row, s in zip(ts, shifts) for t in row)
@@ -178,6 +178,11 @@ def separation(dataset: Dataset, attention: str, before: Phase) -> tuple[Phase, 
 
 
 SHIFTS = 32
+
+
+def mean_shifts(ts: list[list[fmpq]], lam: fmpq) -> list[fmpq]:
+    """λ·t̄_j, what the separation's attention adds to each t of sequence j: once per sequence."""
+    return [lam * sum(row, ZERO) / len(row) for row in ts]
 
 
 def _scaling(projections: list[fmpq], power: bool = False) -> tuple[fmpq, fmpq]:
@@ -298,17 +303,15 @@ def _conditioned(seqs, means: list[Vec], leaders: list[int], plan: list[Vec], d:
             ok = any(w) and _distinct([sparse_dot(on, x) for x in values])
             tried[i] = None
             if ok:
-                projected = [sparse_dot(on, x) for x in tokens]
-                alpha, beta = _scaling(projected, _integral(w))
-                at = iter(projected)  # the tokens in sequence order
-                bumped = _bumped([[alpha * next(at) + beta for _ in s] for s in seqs], seqs, means, plan,
+                projected = [[sparse_dot(on, x) for x in s] for s in seqs]
+                alpha, beta = _scaling([v for row in projected for v in row], _integral(w))
+                bumped = _bumped([[alpha * v + beta for v in row] for row in projected], seqs, means, plan,
                                  alpha / power_below(alpha))
                 tried[i] = None if bumped is None else ((alpha, beta), *bumped)
         if tried[i] is None:
             return None
         ts = tried[i][1]
-        shifts = [lam * sum(row, ZERO) / len(row) for row in ts]  # λ·t̄_j, once per sequence
-        keys = [t + s for row, s in zip(ts, shifts) for t in row]
+        keys = [t + s for row, s in zip(ts, mean_shifts(ts, lam)) for t in row]
         return tried[i] if _distinct(keys) else None
 
     for *_, i, j in _ranking(seqs, means, leaders, plan, candidates, lams, d, softmax):
