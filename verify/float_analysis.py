@@ -339,17 +339,14 @@ class Analysis:
         self._shared: dict[tuple, tuple] = {}  # one copy of each grain tuple (tokens share them)
         self._inputs: dict[int, tuple] = {}  # by id: an input value's rounding and size (_input)
         try:  # val: per token its known values (determined.py) where they are not all exact
-            self.val = [tuple(self._input(v)[1] for v in x) if is_point(x) else None for x in flat]
-            self.err = [self._exact_err if v == x else self._input_error(x, v) for x, v in zip(flat, self.val)]
-            self.val = [v if any(e) else None for v, e in zip(self.val, self.err)]
+            self.val, self.err, mags = map(list, zip(*map(self._entered, flat))) if flat else ([], [], [])
         except OverflowError as exc:
             self.failure = f"the input does not fit {fmt.name}: {exc}"
-            self.err, self.val, flat = [], [], []
+            self.err, self.val, flat, mags = [], [], [], []
         # gr: per token, where some coordinate errs, an exponent per coordinate (None: not known) that
         # its float value is a multiple of in every run, from the terms it was computed from (_floor)
         self.gr: list = [None] * len(self.err)
-        self._refresh(flat, [[add(m, ej) if ej else m for m, ej in zip((self._input(v)[2] for v in x), e)]
-                             if is_point(x) else self._mag(x, e) for x, e in zip(flat, self.err)])
+        self._refresh(flat, mags)
         self._inputs.clear()
 
     # ---- helpers
@@ -369,10 +366,15 @@ class Analysis:
                 self._inputs[id(v)] = known
         return known
 
-    def _input_error(self, x: Vec, values) -> tuple:
-        if values is None:
-            return tuple(fup(abs(round_nearest(v, self.fmt) - v)) for v in x)
-        return tuple(fup(abs(h - v)) for h, v in zip(values, x))
+    def _entered(self, x: Vec) -> tuple:
+        """(known values, error bounds, magnitude bounds) of input token x, which a float run
+        reads rounded to the format: values None where every coordinate is a number of it."""
+        known = [self._input(v) for v in x]
+        values = tuple(k[1] for k in known)
+        if values == x:
+            return None, self._exact_err, [k[2] for k in known]
+        err = tuple(fup(abs(h - v)) for h, v in zip(values, x))
+        return values, err, [add(k[2], e) if e else k[2] for k, e in zip(known, err)]
 
     def _values(self, g: int, x, e):
         """Token g's known values (determined.py; None: none): ``val[g]``, or where that

@@ -285,7 +285,7 @@ def read_dataset(doc: Document) -> Dataset:
     for j, raw in enumerate(raw_pairs):
         where = f"{name}: $.pairs[{j}]"
         item = fields(raw, where, ("input", "output"))
-        seqs = []
+        seqs, sets = [], []
         for side in ("input", "output"):
             tokens = array(item[side], f"{where}.{side}")
             if not tokens:
@@ -299,26 +299,27 @@ def read_dataset(doc: Document) -> Dataset:
                         f"tokens within a sequence must be pairwise distinct")
                 seen[token_key] = i
             seqs.append(seq)
+            sets.append(frozenset(seen))
         if len(seqs[1]) > len(seqs[0]):
             raise InputError(f"{where}.output: {len(seqs[1])} output tokens exceed the "
                              f"{len(seqs[0])} input tokens (m_j ≤ n_j is required)")
-        pairs.append(Pair(j, seqs[0], seqs[1]))
+        pairs.append((Pair(j, seqs[0], seqs[1]), *sets))
     return _drop_duplicates(name, d, pairs)
 
 
-def _drop_duplicates(name: str, d: int, pairs: list[Pair]) -> Dataset:
-    """Equal input sets must have equal output sets (a permutation-equivariant
-    map cannot tell them apart); exact duplicates are dropped with a warning."""
-    first: dict[frozenset, Pair] = {}
+def _drop_duplicates(name: str, d: int, pairs: list[tuple[Pair, frozenset, frozenset]]) -> Dataset:
+    """Equal input sets must have equal output sets (a permutation-equivariant map cannot
+    tell them apart); exact duplicates are dropped with a warning. ``pairs``: each pair with
+    its input and output sets of token keys."""
+    first: dict[frozenset, tuple[Pair, frozenset]] = {}
     kept, warnings = [], []
-    for pair in pairs:
-        inputs = frozenset(map(key, pair.input))
+    for pair, inputs, outputs in pairs:
         if inputs not in first:
-            first[inputs] = pair
+            first[inputs] = pair, outputs
             kept.append(pair)
             continue
-        other = first[inputs]
-        if frozenset(map(key, other.output)) != frozenset(map(key, pair.output)):
+        other, other_outputs = first[inputs]
+        if other_outputs != outputs:
             raise InputError(
                 f"{name}: $.pairs[{pair.index}]: same input set as $.pairs[{other.index}] but a "
                 f"different output set; no permutation-equivariant map (no transformer) can "
