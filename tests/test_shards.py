@@ -15,6 +15,7 @@ import subprocess
 import sys
 from contextlib import contextmanager, suppress
 from fractions import Fraction
+from pathlib import Path
 
 import pytest
 
@@ -328,3 +329,21 @@ def test_a_softmax_layer_takes_points_or_enclosures_per_sequence_so_shards_agree
     assert shards.split([2, 3, 1], 2) == [[1], [0, 2]]  # sequence 1 alone in a shard of points
     one = report(files)
     assert one == report(files, 2) and one[0] is True, one
+
+
+@pytest.mark.slow
+def test_shards_bound_is_amdahls_law_on_the_parts_of_one_verification():
+    """tests/shards_bound.py (docs/scaling.md, "2 cores"): one process's parts add up, and no
+    number of shards can beat what the parts it cannot split leave (below K ×), Dask's own
+    import and close lowering the bound further."""
+    script = Path(__file__).parent / "shards_bound.py"
+    bundle = Path(__file__).parent.parent / "certificates" / "demo-hardmax"
+    done = subprocess.run([sys.executable, str(script), str(bundle)], capture_output=True, text=True, check=True)
+    out = json.loads(done.stdout)
+    assert out["ok"] is True
+    parts = out["python_start"] + out["read"] + out["parse"] + out["replayed_claims"] + out["after"]
+    assert abs(parts - out["one_process"]) <= 0.05
+    for k in (2, 4):
+        assert 1 <= out[f"best_speedup_{k}_without_dask"] < k
+        if out["dask_import"] is not None:
+            assert out[f"best_speedup_{k}"] <= out[f"best_speedup_{k}_without_dask"]
