@@ -23,8 +23,7 @@ from functools import cache, lru_cache
 from flint import fmpq
 
 from tfcert.verify.floats import Format, exact_sum, exp_zero, round_nearest, valuation
-
-ZERO, ONE = fmpq(0), fmpq(1)
+from tfcert.verify.numbers import ONE, ZERO
 
 
 def _live(terms) -> list | None:
