@@ -108,6 +108,14 @@ class Matrix:
         """Zero as stored, so the float run computes exact zeros too."""
         return self.scale.exact[0] == 0 and all(not any(u.exact) or not any(v.exact) for u, v in self.terms)
 
+    @property
+    def scaled_copy(self) -> bool:
+        """M̂ = ±2^a e_c · (±2^b e_j)ᵀ, a, b ≥ 0, nothing rounded: every form of M̂ m̂ is exact."""
+        if self.scale.exact[0] or self.scale.hat[0] or len(self.terms) != 1:
+            return False
+        u, v = self.terms[0]
+        return u.power is not None and v.power is not None and abs(u.power[1]) >= 1 and abs(v.power[1]) >= 1
+
     def reach(self, d: int) -> int:
         """How many coordinates a float run's products with M̂ involve: d where its scale is not
         0, else the support of its rounded u's and v's — an exact 0 times anything finite is 0,
@@ -816,7 +824,8 @@ class Analysis:
         # dense entries (× |m|), the low-rank v·m (× |u|), the products
         underflow = (len(V.terms) + 1) * sum(mm, ZERO) + self.d + 2 * len(V.terms) + 2
         hat = V.apply_abs(mm, "hat")
-        exact = self._exact_product(V, gm[0], mm) if gm and rho.hat[0] == 0 else [False] * self.d
+        exact = ([True] * self.d if V.scaled_copy else self._exact_product(V, gm[0], mm) if gm else [False] * self.d) \
+            if rho.hat[0] == 0 else [False] * self.d
         rest = [a + dv if exact[c] else
                 a + dv + g * h + (underflow + self.d * sum((abs(u.hat[c]) for u, _ in V.terms), ZERO)) * self.fmt.tiny
                 for c, (a, dv, h) in enumerate(zip(V.apply_abs(em), V.apply_delta(mm), hat))]

@@ -452,3 +452,39 @@ def test_the_emulator_covers_each_form(score_form, v_form):
     for mode in MODES:
         got = forward(model, inputs, Run("binary64", mode, 0, score_form, v_form))
         assert [[list(t) for t in s] for s in exact] == got
+
+
+@settings(max_examples=60, deadline=None)
+@given(fmt=st.sampled_from(sorted(FORMATS)), d=st.integers(2, 6), data=st.data())
+def test_a_scaled_copy_is_exact_in_every_form_of_v_m(fmt, d, data):
+    """The analysis takes V̂ m̂ as exact where V̂ = ±2^a e_c (±2^b e_j)ᵀ, a, b ≥ 0 (Matrix.scaled_copy:
+    a collapse's V): every form a float run may use — dense entries computed first, then the dot
+    products; or v̂·m̂, then û_c times it — in any order, fused or not, gives V m̂ exactly, for any
+    m̂ of the format small enough not to overflow. And the property is refused where an entry is
+    below 1, rounds, or a second term is added."""
+    from floatforms import apply
+
+    from tfcert.verify.float_analysis import matrix
+
+    F = FORMATS[fmt]
+    c, j = data.draw(st.integers(0, d - 1)), data.draw(st.integers(0, d - 1))
+    a, b = data.draw(st.integers(0, 4)), data.draw(st.integers(0, 4))
+    su, sv = data.draw(st.sampled_from((1, -1))), data.draw(st.sampled_from((1, -1)))
+    u = tuple(fmpq(su * 2 ** a) if i == c else fmpq(0) for i in range(d))
+    v = tuple(fmpq(sv * 2 ** b) if i == j else fmpq(0) for i in range(d))
+    V = LowRank(fmpq(0), ((u, v),))
+    assert matrix(V, F).scaled_copy
+    top = F.largest / 2 ** (a + b + 1)  # |V m̂| below the largest number: no overflow
+    span = F.emax - F.emin + F.precision + 2  # from the top down past the subnormals
+    m = [round_nearest(fmpq(data.draw(st.integers(-2 ** 20, 2 ** 20)), 2 ** 20) * top /
+                       fmpq(2) ** data.draw(st.integers(0, span)), F) for _ in range(d)]
+    exact = [u[k] * v[j] * m[j] for k in range(d)]
+    for form in V_FORMS:
+        for mode in MODES:
+            run = Run(fmt, mode, seed=data.draw(st.integers(0, 999)), v_form=form)
+            assert apply((fmpq(0), [(list(u), list(v))]), m, run) == exact, (form, mode)
+    half = tuple(w / 2 ** (a + 1) for w in u)  # an entry below 1: û_c·(v̂_j m̂_j) may underflow
+    third = tuple(w / 3 for w in v)  # rounds in every binary format
+    for other in (LowRank(fmpq(0), ((half, v),)), LowRank(fmpq(0), ((u, third),)), LowRank(fmpq(1), ((u, v),)),
+                  LowRank(fmpq(0), ((u, v), (u, v)))):
+        assert not matrix(other, F).scaled_copy

@@ -172,8 +172,10 @@ PARTS = {
     # input value object, which a parse shares between equal numbers, rounded and sized once; a
     # binary64 bound's grain read off its exponent, not through a rational; each rounded
     # parameter's sign kept beside it, so that an FF output's terms do not compare fmpq with 0; a
-    # parameter tuple's rounding found by its entries' ids before its value's key)
-    "float analysis": (("floats.py", "float_analysis.py", "determined.py"), 1039),
+    # parameter tuple's rounding found by its entries' ids before its value's key; a V that is
+    # one power-of-two entry of at least 1, a collapse's copy of the code, known to multiply a
+    # softmax mean exactly)
+    "float analysis": (("floats.py", "float_analysis.py", "determined.py"), 1046),
 }
 
 

@@ -232,6 +232,18 @@ class Matrix:
         """Zero as stored, so the float run computes exact zeros too."""
         return self.scale.exact[0] == 0 and all(not any(u.exact) or not any(v.exact) for u, v in self.terms)
 
+    @property
+    def scaled_copy(self) -> bool:
+        """M̂ = ±2^a e_c · (±2^b e_j)ᵀ, a, b ≥ 0, nothing rounded (a collapse's V, which copies the
+        code): every form of M̂ m̂ multiplies m̂_j by powers of two of at least 1 — dense, by
+        M̂_cj = û_c v̂_j, itself such a product; low-rank, by v̂_j, then û_c — and adds exact zeros
+        (ŝ = 0, the other entries 0), so it is exact but where it overflows, which the range
+        checks exclude. No lemma on m̂'s grains is needed (a softmax mean has none)."""
+        if self.scale.exact[0] or self.scale.hat[0] or len(self.terms) != 1:
+            return False
+        u, v = self.terms[0]
+        return u.power is not None and v.power is not None and abs(u.power[1]) >= 1 and abs(v.power[1]) >= 1
+
     def reach(self, d: int) -> int:
         """How many coordinates a float run's products with M̂ involve: d where its scale is not
         0, else the support of its rounded u's and v's — an exact 0 times anything finite is 0,
@@ -1222,7 +1234,8 @@ class Analysis:
         # dense entries (× |m|), the low-rank v·m (× |u|), the products
         underflow = add(mul(r + 1, add(*mm)), float(d + 2 * r + 2))
         hat = V.apply_abs(mm, "hat")
-        exact = self._exact_product(V, gm[0], mm) if gm and rho.hat[0] == 0 else [False] * d
+        exact = ([True] * d if V.scaled_copy else self._exact_product(V, gm[0], mm) if gm else [False] * d) \
+            if rho.hat[0] == 0 else [False] * d
         rest = [add(a, dv) if exact[k] else  # V̂ m̂ computed exactly: no rounding of its own
                 add(a, dv, mul(g, h), mul(add(underflow, mul(d, add(*(u.abs("hat", k) for u, _ in V.terms)))), c.tiny))
                 for k, (a, dv, h) in enumerate(zip(V.apply_abs(em), V.apply_delta(mm), hat))]
