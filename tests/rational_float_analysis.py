@@ -711,7 +711,6 @@ class Analysis:
         ulp4 = 2 * EXP_ULPS * u
         norm = (1 + u) / ((1 - ulp4) * (1 - g))
         floor = ((2 * n + 2) * (1 + g) * (1 + u) / ((1 - ulp4) * (1 - g)) + fmpq(1, 2)) * fmt.tiny
-        zero = [ZERO] * d
         any_error = self._score_error(A, self._seq_max(mags), self._seq_max(errs))
         rounding: dict = {}
         out = []
