@@ -18,6 +18,9 @@ not (datasets of at most 50 tokens), the emulated attack of tests/floatforms.py 
 reversed, fused and random orders, exp(0) anywhere within its 4u) adds its worst run to the line
 (``attack``), relative to 1 + max|y|: how close a run the float model allows comes to the bound.
 
+``--attack-binary16 SEED …``: the same attack in binary16 on those seeds' softmax models, beside
+their binary16 bound (docs/results/scaled-copy-attack.txt).
+
 ``--examples``: the bundles of certificates/ against real float runs
 (docs/results/float-examples.txt); ``--tables``: the measurement tables of tests/data/tables/,
 built in both attentions, against real float runs (docs/results/float-tables.txt, about three
@@ -151,8 +154,8 @@ def _numpy_seen(model, inputs, final, fmt: str) -> list:
         return ["overflow", "overflow"]
 
 
-def attack(row: dict) -> float:
-    """The emulated attack's worst binary32 run on the row's model, relative to 1 + max|y|: tests/
+def attack(row: dict, fmt: str = "binary32") -> float:
+    """The emulated attack's worst run in ``fmt`` on the row's model, relative to 1 + max|y|: tests/
     floatforms.py's fixed forms and 150/n random ones (at least 2; n tokens: a run costs about n),
     each exp pushed to anywhere in its 4u (a lone token's worst run may need one of seven values of
     exp(0) with one of four normalisations)."""
@@ -173,7 +176,7 @@ def attack(row: dict) -> float:
     inputs = [p.input for p in bundle.dataset.pairs]
     floatforms.exp_within = floatforms.exp_anywhere(random.Random(row["seed"]))
     try:
-        seen = floatforms.worst(model, inputs, _final(model, inputs), "binary32", runs=runs, seed=row["seed"])
+        seen = floatforms.worst(model, inputs, _final(model, inputs), fmt, runs=runs, seed=row["seed"])
     finally:
         floatforms.exp_within = within
     return float(Fraction(int(seen.p), int(seen.q)) / (1 + _top(bundle.dataset)))
@@ -427,7 +430,18 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--tables", action="store_true", help="only the measurement tables of tests/data/tables/")
     p.add_argument("--attack", action="store_true", help="add the emulated attack's worst binary32 run to FILE's "
                    "lines whose bound is above 0 while numpy's runs are exact (at most 50 tokens)")
+    p.add_argument("--attack-binary16", type=int, nargs="+", metavar="SEED",
+                   help="only the emulated attack's worst binary16 run on these seeds' softmax models, beside "
+                        "FILE's binary16 bound (each relative to 1 + max|y|)")
     args = p.parse_args(argv)
+    if args.attack_binary16:
+        rows = {(r["seed"], r["attention"]): r for r in map(json.loads, args.out.read_text().splitlines())}
+        for seed in args.attack_binary16:
+            row = rows[(seed, "softmax")]
+            seen, bound = attack(row, "binary16"), row["relative"]["binary16"]
+            print(f"{seed:3d} softmax binary16: attack {seen:.3g}, bound {bound:.3g}, attack / bound {seen / bound:.3f}",
+                  flush=True)
+        return 0
     if args.dataset is not None:
         print(json.dumps(dataset(args.dataset)[1]))
         return 0
