@@ -789,9 +789,11 @@ class Analysis:
                 grains[c] = min((valuation(m) for m in r if m), default=None)
         return em, mm, grains
 
-    def _exact_product(self, V: Matrix, gm: list, mm: list) -> list[bool]:
+    def _exact_product(self, V: Matrix, gm: list | None, mm: list) -> list[bool]:
         """Per coordinate: whether each form of (V̂ m̂)_c is exact (verify/float_analysis.py)."""
         s, d = V.scale, self.d
+        if V.scaled_copy or gm is None:
+            return [V.scaled_copy] * d
         inner = [self._exact([(_times(v.grains[b], gm[b]), abs(v.hat[b]) * mm[b]) for b in v.nonzero["hat"]])
                  for _, v in V.terms]
         if None in inner:
@@ -823,8 +825,7 @@ class Analysis:
         # dense entries (× |m|), the low-rank v·m (× |u|), the products
         underflow = (len(V.terms) + 1) * sum(mm, ZERO) + self.d + 2 * len(V.terms) + 2
         hat = V.apply_abs(mm, "hat")
-        exact = ([True] * self.d if V.scaled_copy else self._exact_product(V, gm[0], mm) if gm else [False] * self.d) \
-            if rho.hat[0] == 0 else [False] * self.d
+        exact = self._exact_product(V, gm[0] if gm else None, mm) if rho.hat[0] == 0 else [False] * self.d
         rest = [a + dv if exact[c] else
                 a + dv + g * h + (underflow + self.d * sum((abs(u.hat[c]) for u, _ in V.terms), ZERO)) * self.fmt.tiny
                 for c, (a, dv, h) in enumerate(zip(V.apply_abs(em), V.apply_delta(mm), hat))]

@@ -1183,12 +1183,14 @@ class Analysis:
                 grains[c] = min((valuation(m) for m in r if m), default=None)
         return em, mm, grains
 
-    def _exact_product(self, V: Matrix, gm: list, mm: list) -> list[bool]:
-        """Per coordinate c: whether each form of (V̂ m̂)_c a float run may use is exact by the
-        lemma, for m̂_b a multiple of 2^gm[b] of magnitude ≤ mm[b]: the dense entries V̂_cb =
-        ŝ[c = b] + Σ_k û_kc v̂_kb (parameters: known) and Σ_b V̂_cb m̂_b; or ŝ m̂_c + Σ_k û_kc (v̂_k·m̂).
-        A row of V̂ that is 0 (ŝ = 0, every û_kc = 0) gives an exact 0."""
+    def _exact_product(self, V: Matrix, gm: list | None, mm: list) -> list[bool]:
+        """Per coordinate c: whether each form of (V̂ m̂)_c a float run may use is exact: any m̂ where V̂
+        is a scaled copy, else by the lemma for m̂_b a multiple of 2^gm[b] (None: unknown) of magnitude
+        ≤ mm[b]: V̂_cb = ŝ[c = b] + Σ_k û_kc v̂_kb (parameters: known) and Σ_b V̂_cb m̂_b; or ŝ m̂_c +
+        Σ_k û_kc (v̂_k·m̂). A row of V̂ that is 0 (ŝ = 0, every û_kc = 0) gives an exact 0."""
         s, d = V.scale, self.d
+        if V.scaled_copy or gm is None:
+            return [V.scaled_copy] * d
         inner = [self._exact([(_times(v.grains[b], gm[b]), mul(v.abs("hat", b), mm[b])) for b in v.nonzero["hat"]])
                  for _, v in V.terms]
         if None in inner:
@@ -1234,8 +1236,7 @@ class Analysis:
         # dense entries (× |m|), the low-rank v·m (× |u|), the products
         underflow = add(mul(r + 1, add(*mm)), float(d + 2 * r + 2))
         hat = V.apply_abs(mm, "hat")
-        exact = ([True] * d if V.scaled_copy else self._exact_product(V, gm[0], mm) if gm else [False] * d) \
-            if rho.hat[0] == 0 else [False] * d
+        exact = self._exact_product(V, gm[0] if gm else None, mm) if rho.hat[0] == 0 else [False] * d
         rest = [add(a, dv) if exact[k] else  # V̂ m̂ computed exactly: no rounding of its own
                 add(a, dv, mul(g, h), mul(add(underflow, mul(d, add(*(u.abs("hat", k) for u, _ in V.terms)))), c.tiny))
                 for k, (a, dv, h) in enumerate(zip(V.apply_abs(em), V.apply_delta(mm), hat))]
