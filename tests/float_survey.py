@@ -434,14 +434,6 @@ def main(argv: list[str] | None = None) -> int:
                    help="only the emulated attack's worst binary16 run on these seeds' softmax models, beside "
                         "FILE's binary16 bound (each relative to 1 + max|y|)")
     args = p.parse_args(argv)
-    if args.attack_binary16:
-        rows = {(r["seed"], r["attention"]): r for r in map(json.loads, args.out.read_text().splitlines())}
-        for seed in args.attack_binary16:
-            row = rows[(seed, "softmax")]
-            seen, bound = attack(row, "binary16"), row["relative"]["binary16"]
-            print(f"{seed:3d} softmax binary16: attack {seen:.3g}, bound {bound:.3g}, attack / bound {seen / bound:.3f}",
-                  flush=True)
-        return 0
     if args.dataset is not None:
         print(json.dumps(dataset(args.dataset)[1]))
         return 0
@@ -452,7 +444,14 @@ def main(argv: list[str] | None = None) -> int:
         print(examples() if args.examples else tables())
         return 0
     rows = [json.loads(line) for line in args.out.read_text().splitlines()] if args.out.exists() and (
-        args.resume or args.summary or args.attack) else []
+        args.resume or args.summary or args.attack or args.attack_binary16) else []
+    if args.attack_binary16:
+        for seed in args.attack_binary16:
+            row = next(r for r in rows if r["seed"] == seed and r["attention"] == "softmax")
+            seen, bound = attack(row, "binary16"), row["relative"]["binary16"]
+            print(f"{seed:3d} softmax binary16: attack {seen:.3g}, bound {bound:.3g}, attack / bound {seen / bound:.3f}",
+                  flush=True)
+        return 0
     if args.attack:
         for row in rows:
             bound, run = row.get("relative", {}).get("binary32", 0), row.get("runs", {}).get("binary32")
