@@ -17,7 +17,7 @@ import pytest
 import rational_float_analysis
 from conftest import REPO
 from flint import fmpq
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from tfcert.verify import float_analysis
@@ -496,10 +496,15 @@ def test_the_score_error_taken_per_sequence_equals_its_defining_bound(case):
 
 @settings(max_examples=200, deadline=None)
 @given(score_case(), st.sampled_from([0, 1, Fraction(1, 3), -2]))
+@example((2, LowRank(fmpq(0), (((fmpq(0), fmpq(1)), (fmpq(4), fmpq(0))),)), (fmpq(3), fmpq(1)), (fmpq(1, 8), fmpq(0)),
+          (fmpq(1, 16), fmpq(0)), (fmpq(5), fmpq(1)), (fmpq(1, 8), fmpq(0))), 0)  # a scaled copy: V̂ m̂ exact
+@example((2, LowRank(fmpq(0), (((fmpq(0), fmpq(1)), (fmpq(3), fmpq(0))),)), (fmpq(3), fmpq(1)), (fmpq(1, 8), fmpq(0)),
+          (fmpq(1, 16), fmpq(0)), (fmpq(5), fmpq(1)), (fmpq(1, 8), fmpq(0))), 0)  # not one (3): V̂ m̂ rounds
 def test_the_attention_output_bound_taken_per_mean_equals_its_defining_bound(case, rho):
     """A token's attention-output bound, its mean's part taken once, against
     its definition: |ρ|e + δρ·|x| + |V|·e_m + δV·|m| + γ(|ρ̂||x| + |V̂|·|m|)
-    + underflow, per coordinate not copied exactly."""
+    + underflow, per coordinate not copied exactly; V̂'s own γ and underflow terms
+    dropped where ρ̂ = 0 and V̂ is a scaled copy (its product exact)."""
     d, V, mag, e, em, mm, _ = case
     fmt = FORMATS["binary32"]
     m, r = rational_float_analysis.matrix(V, fmt), rational_float_analysis.Rounded((as_fmpq(rho),), fmt)
@@ -507,10 +512,12 @@ def test_the_attention_output_bound_taken_per_mean_equals_its_defining_bound(cas
     g = fmt.gamma(m.reach(d) + len(m.terms) + 3)
     underflow = (len(m.terms) + 1) * sum(mm, fmpq(0)) + d + 2 * len(m.terms) + 2
     applied, dv, hat = m.apply_abs(em), m.apply_delta(mm), m.apply_abs(mm, "hat")
+    product = 0 if r.hat[0] == 0 and m.scaled_copy else 1  # V̂'s product rounds (1) or is exact (0)
     defined = tuple((e[c] if r.hat[0] == 1 else fmpq(0)) if copied[c] else
                     up(abs(r.exact[0]) * e[c] + r.delta[0] * mag[c] + applied[c] + dv[c]
-                       + g * (abs(r.hat[0]) * mag[c] + hat[c])
-                       + (underflow + d * sum((abs(u.hat[c]) for u, _ in m.terms), fmpq(0))) * fmt.tiny)
+                       + g * (abs(r.hat[0]) * mag[c] + product * hat[c])
+                       + product * (underflow + d * sum((abs(u.hat[c]) for u, _ in m.terms), fmpq(0))) * fmt.tiny)
                     for c in range(d))
     analysis = SimpleNamespace(d=d, fmt=fmt, _check_range=lambda value, what: None)
+    analysis._exact_product = lambda *args: rational_float_analysis.Analysis._exact_product(analysis, *args)
     assert rational_float_analysis.Analysis._sa_out(analysis, (em, mm), r, m, copied)(mag, e) == defined
