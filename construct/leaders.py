@@ -22,12 +22,13 @@ binary16 one; docs/results/leader-grid-d3.txt).
   (up = 1, side = 0) scores highest; the others spread around the whole
   circle, so a leader's own score 16 beats 16·cos(2π/m_max). Every sequence
   uses the same ring, and the code has a coordinate of its own, 4: a placed
-  leader holds code/G there for the codes G, G + S, …, G + (Σm − 1)·S
+  leader holds code/G there for the codes C, C + S, …, C + (Σm − 1)·S
   (choose_codes: G a power of two above every target's coordinate 2 plus
-  3/2, S = G/2^b for at most 2^b codes; under softmax they start lower, at
-  a multiple of S), and the collapse's V = G·e_up e_4ᵀ copies it exactly.
-  Under softmax, one token to a sequence, the codes are held 3G higher
-  (lifted), which every float run's softmax copies.
+  3/2, S = G/2^b for at most 2^b codes, C the least multiple of S that
+  leaves the snaps their support, or G), and the collapse's V = G·e_up e_4ᵀ
+  copies it exactly.
+  Under softmax, one token to a sequence, the codes G + kS are held 3G
+  higher (lifted), which every float run's softmax copies.
 * d ≤ 3 has no coordinate to spare: the code is the side value (coordinate 3;
   d = 2: coordinate 1, t itself, the circle mirrored to negative values,
   below every t) times the collapse's gain R/4 (a power of two), so codes
@@ -52,6 +53,7 @@ from flint import fmpq
 
 from tfcert.construct.hats import HALF_TOKENS, Hat, Projections, flat_hat, hat_blocks, min_gap, ordered, tent_hat
 from tfcert.construct.phase import Phase, frozen
+from tfcert.verify.floats import FORMATS, round_nearest
 from tfcert.verify.formats import SA, Dataset, LowRank
 from tfcert.verify.numbers import ONE, ZERO, Vec, dot, scale, sub, unit
 
@@ -195,28 +197,56 @@ def radii(codes: list[fmpq], top: fmpq) -> tuple[fmpq, fmpq]:
     return 3 * reach / 4, reach
 
 
-def choose_codes(dataset: Dataset, count: int, softmax: bool = False) -> tuple[fmpq, fmpq, fmpq]:
+def in_bfloat16(values) -> bool:
+    """Whether every value is a bfloat16 number (8 significant bits): a snap breakpoint that is
+    one is exact in every format (False where one is beyond its range)."""
+    try:
+        return all(round_nearest(v, FORMATS["bfloat16"]) == v for v in values)
+    except OverflowError:
+        return False
+
+
+def snap_points(codes: list[fmpq], radius: fmpq, reach: fmpq) -> list[fmpq]:
+    """The snaps' breakpoints c ± radius, c ± reach."""
+    return [c + s * v for c in codes for v in (radius, reach) for s in (-1, 1)]
+
+
+def choose_codes(dataset: Dataset, count: int, softmax: bool = False, lifted_codes: bool = False
+                 ) -> tuple[fmpq, fmpq, fmpq]:
     """d ≥ 4: (G, C, S), the codes C, C + S, …, C + (count − 1)·S. G is a power of two above
     every target's coordinate 2 plus 3/2, S = G/2^b with 2^b the least power of two ≥ ``count``,
-    and under hardmax C = G: the codes lie below 2G, at least 1 apart, every placed target lies 1
-    below every snap's window, and their spacing is as large a fraction of their size as the
-    count allows — while a snap's plateau, 3S/8, grows with the spacing — and each code has at
-    most b + 1 significant bits, so the snaps' slopes, about 8·2^b, have few too. Under softmax,
-    whose float run errs on a code relative to its size (the normalisation's n + 2 roundings:
-    γ_{n+2} times the code), C is the least multiple of S that leaves the snaps the support R'
-    that G would (radii: the largest power of two within S/2 and G − max y − 1): codes as
-    much as 2^b·S smaller, as few bits (C/S ≤ 2^b), and survey seeds 136 and 168 got binary16
-    claims so."""
+    and C = G (the codes below 2G) or low: the least multiple of S that leaves the snaps the
+    support R' that G would (radii: the largest power of two within S/2 and G − max y − 1). Either
+    way the codes lie at least 1 apart, every placed target lies 1 below every snap's window,
+    their spacing is as large a fraction of their size as the count allows (a snap's plateau
+    grows with it), and each code has at most b + 1 significant bits (C/S ≤ 2^b), so the snaps'
+    slopes, about 8·2^b, have few too. Under softmax, whose float run errs on a code relative to
+    its size (the normalisation's n + 2 roundings: γ_{n+2} times the code), C is low, as much as
+    2^b·S below G: survey seeds 136 and 168 got binary16 claims so; lifted codes (leaders.lifted)
+    are G + kS. Under hardmax, where the codes are copies, C is low only where that, unlike G,
+    makes every snap breakpoint c ± S/4, c ± S/2 a bfloat16 number (snap.plateau): 33 … 64 codes
+    (b = 6) from G have 9 bits there, low ones 8 while C/S + count ≤ 64 (survey seed 166). Low
+    codes elsewhere would change bounds for nothing: survey seed 2's binary32 bound rose from
+    1.6e-11 to 5.4e-7 of 1 + max|y| with them."""
     top = max(y[UP] for p in dataset.pairs for y in p.output)
     bits = (count - 1).bit_length()
     g = fmpq(2 ** max(bits, 1))
     while g <= top + fmpq(3, 2):
         g *= 2
     spacing = g / 2 ** bits
-    if not softmax:
+    high = [g + k * spacing for k in range(count)]
+    _, reach = radii(high, top)
+    first = ((top + 1 + reach) / spacing).ceil() * spacing
+    if lifted_codes:
         return g, g, spacing
-    _, reach = radii([g + k * spacing for k in range(count)], top)
-    return g, ((top + 1 + reach) / spacing).ceil() * spacing, spacing
+    if not softmax:
+        low = [first + k * spacing for k in range(count)]
+        def narrow(codes: list[fmpq]) -> bool:  # every breakpoint of plateau R'/2 a bfloat16 number
+            reach = radii(codes, top)[1]
+            return in_bfloat16(snap_points(codes, reach / 2, reach))
+        if narrow(high) or not narrow(low):
+            return g, g, spacing
+    return g, first, spacing
 
 
 def choose_radius(dataset: Dataset, sides: list[fmpq]) -> fmpq:
@@ -261,8 +291,8 @@ def place(dataset: Dataset, seqs, picks: list[tuple[int, int, int]], drop: fmpq,
     (d ≥ 3), below every token and every later window: a power of two, so that the hat's
     weights on t are small multiples of powers of two and a float run computes its products, on
     the leader and on the tokens it drops, exactly where t is exact (d = 2: t is the mirrored
-    side, negative). ``softmax``: d ≥ 4 codes as choose_codes takes them for a softmax;
-    ``lifted_codes``: the codes are held LIFT·G higher (lifted)."""
+    side, negative). ``softmax``, ``lifted_codes``: d ≥ 4 codes as choose_codes takes them; lifted
+    codes are held LIFT·G higher (lifted)."""
     d = dataset.d
     groups: dict[int, list[int]] = {}
     for j, _, r in picks:
@@ -275,7 +305,7 @@ def place(dataset: Dataset, seqs, picks: list[tuple[int, int, int]], drop: fmpq,
             return [points[:k] for k in sizes]
 
         points = ring(m, placement_grid(_decisions(prefixes(fmpq(1, 2 ** 60))), prefixes, coarsest=RING))
-        gain, first, spacing = choose_codes(dataset, len(picks), softmax and not lifted_codes)
+        gain, first, spacing = choose_codes(dataset, len(picks), softmax, lifted_codes)
         above = LIFT * gain if lifted_codes else ZERO
         out = []
         for k, (j, i, r) in enumerate(picks):

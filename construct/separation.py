@@ -1,10 +1,11 @@
 """Phase 1, separation: make every token of the whole dataset distinct.
 
 The FF of the first block (η = 0) projects every token to (t, 1, 0, …),
-t = α·w·x + β ∈ [1/64, 1/32], on a direction where distinct tokens and
-distinct means project apart; the SA of the phase's last block (A = 0) adds
-λ times the sequence's mean t̄_j. Shifted values t + λt̄_j collide only for
-finitely many λ — unless two sequences share a token and have equal means.
+t = α·w·x + β ∈ [1/64, 1/32], on a direction where distinct tokens project
+apart; the SA of the phase's last block (A = 0) adds λ times the sequence's
+mean t̄_j (λ = 0 where no token is shared). On a direction where distinct
+means project apart too, shifted values t + λt̄_j collide only for finitely
+many λ — unless two sequences share a token and have equal means.
 Those are first told apart, between the projection and the mean shift, by
 "bumps": a flat-topped hat on t alone (exact pre-activations in floats, a
 plateau that absorbs the float error of t) moving one token value (in one
@@ -134,8 +135,8 @@ def _classes_apart(ts: list[list[fmpq]], means: list[Vec], coefs: list[tuple]) -
 def separation(dataset: Dataset, attention: str, before: Phase) -> tuple[Phase, Phase]:
     """The bump phase and the separation. The first FF (η = 0) maps every
     token to (t, 1, 0, …) with t = α·w·x + β ∈ [1/64, 1/32]: one scalar per
-    token, on a direction w where distinct tokens and distinct sequence
-    means project apart, and the constant 1 in coordinate 2 that the later
+    token, on a direction w where distinct tokens project apart (the shifted
+    values t + λ·t̄_j are checked themselves), and the constant 1 in coordinate 2 that the later
     phases use as an anchor. The bumps' hats follow (one per block, on t
     alone), then an SA (A = 0: the exact mean, for every τ too) adds λ·t̄_j
     (λ = 0 where no token is shared: V is then 0 and a float run's SA
@@ -207,24 +208,30 @@ def _scaling(projections: list[fmpq], power: bool = False) -> tuple[fmpq, fmpq]:
 def _exact_projection(row: Vec, beta: fmpq, tokens: list[Vec]) -> bool:
     """Whether a binary16 run (and so every wider one) computes t = row·x + β exactly for
     every token: the inputs, the row and β numbers of the format and the sum exact by the
-    exact evaluation lemma (verify/floats.py, exact_limit)."""
+    exact evaluation lemma (verify/floats.py, exact_limit), each term on the side of its
+    known sign (verify/determined.py, total)."""
     fmt = FORMATS["binary16"]
     try:
         if any(round_nearest(v, fmt) != v for v in (*row, beta)):
             return False
         for x in tokens:
             if any(round_nearest(v, fmt) != v for v in x) or exact_sum(
-                    [(valuation(w * v), abs(w * v)) for w, v in zip(row, x)] + [(valuation(beta), abs(beta))],
-                    fmt) is None:
+                    [(valuation(w * v), abs(w * v), _sign(w * v)) for w, v in zip(row, x)]
+                    + [(valuation(beta), abs(beta), _sign(beta))], fmt) is None:
                 return False
     except (OverflowError, ValueError):  # beyond the range, or not a dyadic
         return False
     return True
 
 
+def _sign(v: fmpq) -> int:
+    return (v > 0) - (v < 0)
+
+
 def _candidates(tokens: list[Vec], d: int) -> tuple[list[Vec], list[fmpq]]:
     """The directions and the mean shifts λ that _conditioned ranks."""
-    return dense(d) + sparse(d) + integral(d) + _searched(tokens, d), [ZERO, *islice(small_rationals(), SHIFTS)]
+    return (dense(d) + sparse(d) + integral(d) + _searched(tokens, d) + _fitted(tokens, d),
+            [ZERO, *islice(small_rationals(), SHIFTS)])
 
 
 SEARCHED = 256  # small-integer candidates fitted to the data
@@ -251,6 +258,83 @@ def _searched(tokens: list[Vec], d: int) -> list[Vec]:
             w[int(i)] = fmpq(int(rng.integers(1, bound + 1)) * int(rng.choice((-1, 1))))
         out.append(tuple(w))
     return list(dict.fromkeys(out))
+
+
+FITTED = 64  # the most distinct tokens _fitted searches a bfloat16-exact direction for
+STEPS = 1500  # its moves: a bounded cost (about 0.3 s where nothing is found), deterministic
+
+
+def _fitted(tokens: list[Vec], d: int) -> list[Vec]:
+    """A small-integer direction on which every distinct token projects apart and a bfloat16 run
+    computes every t exactly (_exactness's level 0), found by a local search: _searched's random
+    draws rarely put a few dozen tokens apart into the at most 128 values of t that 8 significant
+    bits allow (survey seed 136: 26 tokens in d = 64, none of its 256). From the axis the tokens
+    spread most on, each step moves one entry by ±1: the move, among all 2d, that leaves the fewest
+    collisions and the least excess over the lemma's range (_exactness's measure, each term on the
+    side of its known sign), but not the undoing of a move of the last d/2 steps (a tabu search).
+    At most STEPS steps. Empty where the tokens are not all dyadic or more than FITTED, or where
+    nothing is found."""
+    grain = _grain(tokens)
+    points = distinct_sorted(tokens)
+    if grain is None or grain[1] > NARROW[0] or len(points) > FITTED or d < 2:
+        return []
+    X = np.array([[float(v) for v in x] for x in points], dtype=np.float64)
+    grid = np.array([[int(v * fmpq(2) ** -grain[0]) for v in x] for x in points], dtype=np.int64)  # X on its grid
+    w = np.zeros(d, dtype=np.int64)
+    first = int(np.argmax(X.max(axis=0) - X.min(axis=0)))
+    w[first] = 1
+    # kept as w moves: the projections, on the grid and in floats, and each token's positive and
+    # negative terms' sums
+    G, P = grid[:, first].copy(), X[:, first].copy()
+    pos, neg = np.maximum(P, 0), np.maximum(-P, 0)
+    ks, ms = np.r_[0, np.repeat(np.arange(d), 2)], np.r_[0, np.tile([-1, 1], d)]  # the moves: entry ks[j] by
+    # ms[j], the first no move (w as it is)
+    tabu = np.zeros(2 * d + 1, dtype=np.int64)
+    rng = np.random.default_rng(1357)
+    for step in range(STEPS):
+        Gm, Pm = G[:, None] + grid[:, ks] * ms, P[:, None] + X[:, ks] * ms
+        before, after = X[:, ks] * w[ks], X[:, ks] * (w[ks] + ms)
+        posm = pos[:, None] + np.maximum(after, 0) - np.maximum(before, 0)
+        negm = neg[:, None] + np.maximum(-after, 0) - np.maximum(-before, 0)
+        low = _trailing(w, ks, ms)
+        spread = Pm.max(axis=0) - Pm.min(axis=0)
+        alpha = _powers(spread)
+        room = 2.0 ** (NARROW[0] + np.minimum(np.log2(alpha) + grain[0] + np.where(low < 0, 0, low), -6))
+        beta = 1 / 64 - alpha * Pm.min(axis=0)
+        total = np.maximum(alpha * posm.max(axis=0) + np.maximum(beta, 0),
+                           alpha * negm.max(axis=0) + np.maximum(-beta, 0))
+        collisions = (np.diff(np.sort(Gm, axis=0), axis=0) == 0).sum(axis=0)
+        cost = np.where(low < 0, np.inf, collisions + 2 ** NARROW[0] / 2 * np.maximum(0, total / room - 1))  # half
+        # a collision per value of t beyond the lemma's range
+        if (cost == 0).any():
+            j = int(np.flatnonzero(cost == 0)[0])
+            w[ks[j]] += ms[j]
+            return [tuple(fmpq(int(v)) for v in w)]
+        allowed = np.where(tabu <= step, cost, np.inf)
+        allowed[0] = np.inf  # a step moves
+        j = int(rng.choice(np.flatnonzero(allowed == allowed.min())))
+        w[ks[j]] += ms[j]
+        G, P, pos, neg = Gm[:, j], Pm[:, j], posm[:, j], negm[:, j]
+        tabu[j + 1 if j % 2 else j - 1] = step + max(3, d // 2)  # the move that undoes it
+    return []
+
+
+def _powers(spread: np.ndarray) -> np.ndarray:
+    """_scaling's power-of-two α per spread of w·x: the largest α ≤ 1 with α·spread ≤ 1/64."""
+    return np.minimum(1.0, 2.0 ** np.floor(-np.log2(64 * np.where(spread > 0, spread, 1 / 64))))
+
+
+def _trailing(w: np.ndarray, ks: np.ndarray, ms: np.ndarray) -> np.ndarray:
+    """Per move (entry ks[j] by ms[j]): the least exponent of two dividing every non-zero entry of
+    the moved w, the grid of its terms; −1 where the moved w is 0."""
+    def zeros(v):  # the exponent of two of each entry; 64 for a zero
+        v = np.abs(v)
+        return np.where(v == 0, 64, np.log2(np.where(v == 0, 1, v & -v)).astype(np.int64))
+    own = zeros(w)
+    least, second = np.sort(np.append(own, [64, 64]))[:2]
+    others = np.where(own[ks] == least, second, least)  # the least over the entries a move leaves
+    low = np.minimum(others, zeros(w[ks] + ms))
+    return np.where(low == 64, -1, low)
 
 
 def _integral(w: Vec) -> bool:
@@ -284,13 +368,14 @@ def _conditioned(seqs, means: list[Vec], leaders: list[int], plan: list[Vec], d:
     the dense candidates, the coordinate axes and sparse directions
     (hats.sparse) and λ = 0 or one of the first SHIFTS small rationals, the
     pair a float run keeps apart best (_ranking, in float64), the first that
-    checks exactly: w gives distinct tokens and distinct means distinct
-    projections, the plan's bumps keep distinct means apart (_bumped), and
-    the shifted values t + λ·t̄_j are pairwise distinct. Where float64 ranks
-    none (values beyond its range, or every candidate colliding),
-    direction() and the first λ that separates, 0 first as among the ranked."""
+    checks exactly: w gives distinct tokens distinct projections, the plan's
+    bumps keep distinct means apart (_bumped), and the shifted values
+    t + λ·t̄_j are pairwise distinct. Where float64 ranks none (values beyond
+    its range, or every candidate colliding), direction() — on which distinct
+    tokens and distinct means project apart, so that all but finitely many λ
+    separate — and the first λ that separates, 0 first as among the ranked."""
     tokens = [x for s in seqs for x in s]
-    values = distinct_sorted(tokens + means)
+    values, points = distinct_sorted(tokens + means), distinct_sorted(tokens)
     candidates, lams = _candidates(tokens, d)
     tried: dict[int, tuple | None] = {}
 
@@ -300,7 +385,7 @@ def _conditioned(seqs, means: list[Vec], leaders: list[int], plan: list[Vec], d:
         if i not in tried:
             w = candidates[i]
             on = nonzero(w)  # w·x over w's non-zero entries (axes, sparse ones)
-            ok = any(w) and _distinct([sparse_dot(on, x) for x in values])
+            ok = any(w) and _distinct([sparse_dot(on, x) for x in points])
             tried[i] = None
             if ok:
                 projected = [[sparse_dot(on, x) for x in s] for s in seqs]
@@ -314,7 +399,7 @@ def _conditioned(seqs, means: list[Vec], leaders: list[int], plan: list[Vec], d:
         keys = [t + s for row, s in zip(ts, mean_shifts(ts, lam)) for t in row]
         return tried[i] if _distinct(keys) else None
 
-    for *_, i, j in _ranking(seqs, means, leaders, plan, candidates, lams, d, softmax):
+    for *_, i, j in _ranking(seqs, leaders, plan, candidates, lams, d, softmax):
         if (found := shifted(i, lams[j])) is not None:
             return candidates[i], found[0], lams[j], *found[1:]
     w = direction(values, d)
@@ -341,7 +426,7 @@ DROP = 5 * 4 * 4 / 1e-3
 FULL = 0.75 * 2 ** 24
 
 
-def _ranking(seqs, means: list[Vec], leaders: list[int], plan: list[Vec], candidates: list[Vec],
+def _ranking(seqs, leaders: list[int], plan: list[Vec], candidates: list[Vec],
              lams: list[fmpq], d: int, softmax: bool) -> list[tuple]:
     """The keys (exactness level, crowded, badness, candidate, λ) of the
     (candidate, λ) index pairs that float64 tells apart, best first: by
@@ -354,14 +439,13 @@ def _ranking(seqs, means: list[Vec], leaders: list[int], plan: list[Vec], candid
     grain = _grain(tokens) if len(tokens) <= INDEXED else None
     try:
         X = np.array([[float(v) for v in x] for s in seqs for x in s], dtype=np.float64).reshape(-1, d)
-        M = np.array([[float(v) for v in mu] for mu in means], dtype=np.float64).reshape(-1, d)
         W = np.array([[float(v) for v in w] for w in candidates], dtype=np.float64).T
     except OverflowError:
         return []
     keys = []
     with np.errstate(all="ignore"):
-        # first the candidates that tell the distinct tokens and means apart
-        keep = np.flatnonzero((np.diff(np.sort(np.unique(np.vstack([X, M]), axis=0) @ W, axis=0), axis=0) > 0).all(axis=0))
+        # first the candidates that tell the distinct tokens apart
+        keep = np.flatnonzero((np.diff(np.sort(np.unique(X, axis=0) @ W, axis=0), axis=0) > 0).all(axis=0))
         W = W[:, keep]
         seq = np.repeat(np.arange(len(seqs)), [len(s) for s in seqs])
         count = np.bincount(seq).astype(np.float64)
@@ -372,12 +456,12 @@ def _ranking(seqs, means: list[Vec], leaders: list[int], plan: list[Vec], candid
         P = X @ W
         spread = P.max(axis=0) - P.min(axis=0)
         power = np.array([_integral(candidates[i]) for i in keep], dtype=bool)
-        alpha = np.minimum(1.0, 2.0 ** np.floor(-np.log2(64 * np.where(spread > 0, spread, 1.0))))  # _scaling's
+        alpha = _powers(spread)
         alpha = np.where((alpha < 1) & ~power,
                          alpha * np.clip(np.floor(8 / (64 * alpha * np.where(spread > 0, spread, 1.0))), 8, 15) / 8,
                          alpha)
         beta = 1 / 64 - alpha * P.min(axis=0)
-        level = _exactness(grain, np.abs(X) @ np.abs(W), alpha, beta, [candidates[i] for i in keep], power)
+        level = _exactness(grain, P, np.abs(X) @ np.abs(W), alpha, beta, [candidates[i] for i in keep], power)
         t = _bumped_floats(alpha * P + beta, [x for s in seqs for x in s], plan,
                            alpha / 2.0 ** np.floor(np.log2(alpha)))  # α's mantissa
         inexact = (X.astype(np.float32).astype(np.float64) != X).astype(np.float64)
@@ -404,7 +488,7 @@ def crowded(seqs, leaders: list[int], d: int, softmax: bool) -> bool:
     (the best ranked pair is not exact and leaves some leader's and neighbour's errors in t over
     3/4 of their gap, or float64 ranks none): the compression's test (compress.py)."""
     means = sequence_means(seqs)
-    keys = _ranking(seqs, means, leaders, bump_plan(seqs, means), *_candidates([x for s in seqs for x in s], d), d,
+    keys = _ranking(seqs, leaders, bump_plan(seqs, means), *_candidates([x for s in seqs for x in s], d), d,
                     softmax)
     return not keys or keys[0][0] == len(NARROW) and keys[0][1]
 
@@ -412,23 +496,27 @@ def crowded(seqs, leaders: list[int], d: int, softmax: bool) -> bool:
 NARROW = (8, 11)  # the precisions of bfloat16 and binary16
 
 
-def _exactness(grain: tuple[int, int] | None, P_abs: np.ndarray, alpha: np.ndarray, beta: np.ndarray,
-               candidates: list[Vec], power: np.ndarray) -> np.ndarray:
+def _exactness(grain: tuple[int, int] | None, P: np.ndarray, P_abs: np.ndarray, alpha: np.ndarray,
+               beta: np.ndarray, candidates: list[Vec], power: np.ndarray) -> np.ndarray:
     """Per candidate: the first of NARROW in which a float run computes every token's t = α·w·x + β
     exactly by the exact evaluation lemma (verify/floats.py, exact_sum) — 0 for bfloat16, 1 for
     binary16 — or len(NARROW): every term a multiple of 2^E (E from the tokens' and w's least bits
-    and α, a power of two) and Σ_k |α·w_k·x_k| + |β| ≤ 2^(p+E), the coordinates themselves numbers
-    of the format. A ranking (float64): the analysis decides."""
+    and α, a power of two), and for each token its positive terms (β among them where β > 0) and
+    its negative ones each summing to at most 2^(p+E) — the signs are known, since the inputs are
+    (verify/determined.py, total) — the coordinates themselves numbers of the format. ``P``, ``P_abs``:
+    per token and candidate w·x and Σ_k |w_k x_k|. A ranking (float64): the analysis decides."""
     out = np.full(len(candidates), len(NARROW))
     if grain is None:
         return out
     least, bits = grain
+    positive, negative = (P_abs + P) / 2, (P_abs - P) / 2
     for c, w in enumerate(candidates):
         if not power[c]:
             continue
         low = min((int(v.p) & -int(v.p)).bit_length() - 1 for v in w if v)
         exp = min(int(np.log2(alpha[c])) + least + low, -6)  # β = 1/64 − α·min(w·x) shares the grid
-        total = alpha[c] * P_abs[:, c].max() + abs(beta[c])
+        total = max(alpha[c] * positive[:, c].max() + max(beta[c], 0.0),
+                    alpha[c] * negative[:, c].max() + max(-beta[c], 0.0))
         for level, p in enumerate(NARROW):
             if bits <= p and total <= 2.0 ** (p + exp):
                 out[c] = level

@@ -217,14 +217,14 @@ def test_softmax_codes_sit_low_with_the_snaps_support_of_the_hardmax_codes(top, 
     leaves the snaps the support R' (leaders.radii) of the hardmax codes G + kS — never higher than G,
     every code above every target's coordinate 2 plus 3/2, and as few significant bits (C + kS
     a multiple of S below 2^(b+1)·S), so the collapse's rounding, relative to the code, is smaller
-    and the snaps are as wide."""
-    from tfcert.construct.leaders import choose_codes, radii
-
+    and the snaps are as wide. Lifted codes start at G. Under hardmax the codes start at G but
+    where only the low ones put every snap breakpoint c ± R'/2, c ± R' in bfloat16."""
+    from tfcert.construct.leaders import choose_codes, in_bfloat16, radii, snap_points
     from tfcert.verify.formats import parse_document
 
     ds = read_dataset(parse_document("ds.json", json.dumps(dataset_json(4, [([(0, 0, 0, 0)], [(0, top, 0, 0)])])).encode()))
     g, first, spacing = choose_codes(ds, count, softmax=True)
-    assert choose_codes(ds, count) == (g, g, spacing)
+    assert choose_codes(ds, count, softmax=True, lifted_codes=True) == (g, g, spacing)
     hard = [g + k * spacing for k in range(count)]
     soft = [first + k * spacing for k in range(count)]
     top = fmpq(top.numerator, top.denominator)
@@ -232,3 +232,61 @@ def test_softmax_codes_sit_low_with_the_snaps_support_of_the_hardmax_codes(top, 
     assert radii(soft, top) == radii(hard, top)
     bits = max(count - 1, 1).bit_length()
     assert max(soft) < 2 ** (bits + 1) * spacing
+    reach = radii(hard, top)[1]
+    only_low = not in_bfloat16(snap_points(hard, reach / 2, reach)) and in_bfloat16(snap_points(soft, reach / 2, reach))
+    assert choose_codes(ds, count) == (g, first if only_low else g, spacing)
+
+
+@given(st.integers(-2, 12), st.integers(0, 7), st.integers(1, 128), st.booleans())
+def test_a_copied_codes_plateau_narrows_only_to_put_every_breakpoint_in_bfloat16(g, b, count, copied):
+    """Codes G + kS as the leader phase places them (S = G/2^b, at most 2^b of them): the plateau
+    is r = 3R'/4, or R'/2 only for copied (hardmax) codes and only where that, unlike r, makes
+    every breakpoint a bfloat16 number — as for 17 … 32 codes (b = 5)."""
+    from tfcert.construct.leaders import in_bfloat16, snap_points
+    from tfcert.construct.snap import plateau
+
+    G = fmpq(2) ** g
+    S, count = G / 2 ** b, min(count, 2 ** b)
+    codes = [G + k * S for k in range(count)]
+    r, reach = S * 3 / 8, S / 2
+    got = plateau(codes, r, reach, copied)
+    narrow = {v: in_bfloat16(snap_points(codes, v, reach)) for v in (r, reach / 2)}
+    assert got == (reach / 2 if copied and not narrow[r] and narrow[reach / 2] else r)
+    assert (got == reach / 2) == (copied and b == 5)  # b ≤ 4: r fits; b ≥ 6: neither does
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.integers(2, 16), st.lists(st.lists(st.integers(-5, 5), min_size=16, max_size=16), min_size=1, max_size=40))
+@example(2, [[a, b] + [0] * 14 for a in range(-2, 3) for b in range(-2, 3)])
+def test_a_fitted_direction_is_computed_exactly_by_every_bfloat16_run(d, rows):
+    """Whatever direction the local search for bfloat16-exact projections returns tells every
+    distinct token apart, and a bfloat16 run computes every t = α·w·x + β exactly: every term a
+    number of the format and the sum exact by the exact evaluation lemma with each term's sign
+    (the inputs are known), token by token."""
+    from tfcert.construct.separation import _fitted, _scaling
+    from tfcert.verify.floats import FORMATS, exact_sum, round_nearest, valuation
+
+    tokens = list(dict.fromkeys(tuple(fmpq(v) for v in row[:d]) for row in rows))
+    found = _fitted(tokens, d)
+    if not found:
+        return
+    (w,) = found
+    projections = [sum((a * b for a, b in zip(w, x)), fmpq(0)) for x in tokens]
+    assert len(set(projections)) == len(tokens)
+    alpha, beta = _scaling(projections, power=True)
+    fmt = FORMATS["bfloat16"]
+    for x in tokens:
+        terms = [alpha * a * v for a, v in zip(w, x) if a * v] + [beta]
+        assert all(round_nearest(t, fmt) == t for t in terms)
+        assert exact_sum([(valuation(t), abs(t), (t > 0) - (t < 0)) for t in terms], fmt) is not None
+
+
+def test_the_fitted_search_finds_survey_seed_136s_direction():
+    """26 integer tokens in d = 64 (survey seed 136), where none of _searched's 256 random draws is
+    bfloat16-exact: the local search finds one."""
+    import float_survey
+    from tfcert.construct.separation import _fitted
+
+    _, doc = float_survey.dataset(136)
+    tokens = [tuple(fmpq(int(v)) for v in x) for p in doc["pairs"] for x in p["input"]]
+    assert _fitted(tokens, doc["d"])

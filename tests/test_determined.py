@@ -138,6 +138,21 @@ def test_cancelling_terms_are_exact_where_their_magnitudes_add_up_to_more_than_t
     assert exact_sum(signed([fmpq(1500), fmpq(1499)]), fmt) is None  # 2999 on one side: 2999 rounds to 3000
 
 
+def test_a_known_sum_counts_each_products_magnitude_on_its_own_side():
+    """binary16: 1500·1 − 1499·1 + 3·1 is known (4 in every evaluation) although the magnitudes sum
+    to 3002 > 2^11: each exact product's sign is known, so the positive side holds 1503 and the
+    negative 1499 (determined.total); with 1500 + 1499 on one side it is not known, and the
+    evaluations indeed differ."""
+    fmt = FORMATS["binary16"]
+    one = fmpq(1)
+    terms = [(fmpq(1500), one), (fmpq(-1499), one), (fmpq(3), one)]
+    assert determined.total(terms, fmt) == 4
+    assert evaluations([("p", a, b) for a, b in terms], fmt) == {fmpq(4)}
+    same_side = [(fmpq(1500), one), (fmpq(1499), one), (fmpq(3), one)]
+    assert determined.total(same_side, fmt) is None
+    assert len(evaluations([("p", a, b) for a, b in same_side], fmt)) > 1
+
+
 def test_a_fused_product_that_changes_the_sum_is_not_known():
     """binary16: a = x = 1 + 2^-10, b = −(1 + 2^-9). fl(a·x) = 1 + 2^-9 loses 2^-20, so
     fl(fl(a·x) + b) = 0 while the fused a·x + b = 2^-20: the sum is not known, and the unit

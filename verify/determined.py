@@ -37,7 +37,8 @@ def _live(terms) -> list | None:
 def total(terms, fmt: Format) -> fmpq | None:
     """The float value of Σ a·b over ``terms`` (pairs of numbers of the format,
     None where unknown) when every evaluation the float model allows gives the
-    same one, else None."""
+    same one, else None. Each exact product's sign is known, so the lemma counts
+    its magnitude on its own side only (floats.exact_sum)."""
     if (terms := _live(terms)) is None:
         return None  # before any product is rounded: most unknown sums are found here
     exact = [a * b for a, b in terms]
@@ -50,7 +51,7 @@ def total(terms, fmt: Format) -> fmpq | None:
         runs = {round_nearest(v, fmt) for v in (rounded[0] + rounded[1], exact[0] + rounded[1],
                                                 rounded[0] + exact[1])}
         return runs.pop() if len(runs) == 1 else None
-    if rounded != exact or exact_sum([(valuation(p), abs(p)) for p in exact], fmt) is None:
+    if rounded != exact or exact_sum([(valuation(p), abs(p), (p > 0) - (p < 0)) for p in exact], fmt) is None:
         return None
     return sum(exact, ZERO)
 
