@@ -50,9 +50,11 @@ def build(dataset: str | Path | Document, attention: str = "hardmax", width: int
 
     Softmax: where a float format's analysis stops at or after the collapse
     (τ*'s noise fills the snaps' plateaus, leaving no room for the float
-    run's error), the model is built again with τ* lowered (the noise held
-    to 1/2, 1/4, 1/16 of its radius: LOWER) and the first that proves more
-    formats — binary32 first, then binary16, bfloat16 — is kept, with a note."""
+    run's error), or its bound exceeds (1 + max|y|)/10 (a bound that says
+    little of a run: _useful), the model is built again with τ* lowered (the
+    noise held to 1/2, 1/4, 1/16 of its radius: LOWER) and the first that
+    proves more formats, or more within that — binary32 first, then binary16,
+    bfloat16 — is kept, with a note."""
     dataset_doc = dataset if isinstance(dataset, Document) else load_document(dataset)
     data = read_dataset(dataset_doc)
     bundle = _certified(dataset_doc, data, attention, width, progress, replay, 0)
@@ -62,21 +64,24 @@ def build(dataset: str | Path | Document, attention: str = "hardmax", width: int
     collapse = next(p for p in bundle.construction.phases if p.name == "collapse")
     if next(c for c in collapse.claims if c["kind"] == "tau_star")["step"] is None:
         return bundle  # no token has noise: τ* = 1 whatever the radius
+    useful = _useful(data)
     for share in LOWER:
         if not any(bound is None and (block := _stopped(why)) is not None and block >= collapse.span[0]
-                   for _, bound, why in bundle.floats):
+                   or bound is not None and bound > useful for _, bound, why in bundle.floats):
             break
         told = progress and (lambda done, total, label, share=share: progress(
             done, total, f"tau* noise within 1/{2 ** share} of its radius: {label}"))
         lowered = _certified(dataset_doc, data, attention, width, told, replay, share)
-        if _proven(lowered) > _proven(bundle):
+        if _proven(lowered, useful) > _proven(bundle, useful):
             bundle = lowered
     if bundle is first:
         return bundle
     tau, was = bundle.construction.model.temperature, first.construction.model.temperature
+    gained = _gained(first, bundle, useful)
     note = (f"tau* lowered from {approx(was, digits=4)} to {approx(tau, digits=4)}, its noise kept within "
-            f"1/{2 ** bundle.share} of the radius, so that float runs in {', '.join(_gained(first, bundle))} "
-            f"are certified")
+            f"1/{2 ** bundle.share} of the radius, so that float runs in {', '.join(gained)} are certified"
+            + ("" if all(bound is None for name, bound, _ in first.floats if name in gained)
+               else " within (1 + max|y|)/10"))
     return replace(bundle, notes=bundle.notes + (note,))
 
 
@@ -86,15 +91,25 @@ def _stopped(why: str | None) -> int | None:
     return None if found is None else int(found[1])
 
 
-def _proven(bundle: Bundle) -> tuple[bool, ...]:
-    """Which formats a bundle's float claims cover, binary32 first, then the narrower ones."""
+def _useful(data: Dataset) -> fmpq:
+    """A bound above (1 + max|y|)/10 says little of a run: under softmax construct then tries a lower τ*."""
+    return (1 + max(abs(v) for p in data.pairs for y in p.output for v in y)) / 10
+
+
+def _proven(bundle: Bundle, useful: fmpq) -> tuple[int, ...]:
+    """Per format, binary32 first, then the narrower ones: 2 where a bundle's float claim is within
+    ``useful``, 1 where it is above, 0 where there is none."""
     bounds = {name: bound for name, bound, _ in bundle.floats}
-    return tuple(bounds[name] is not None for name in ("binary32", "binary16", "bfloat16", "binary64"))
+    return tuple(0 if bounds[name] is None else 1 + (bounds[name] <= useful) for name in FORMATS_KEPT)
 
 
-def _gained(old: Bundle, new: Bundle) -> list[str]:
-    was = {name for name, bound, _ in old.floats if bound is not None}
-    return [name for name, bound, _ in new.floats if bound is not None and name not in was]
+FORMATS_KEPT = ("binary32", "binary16", "bfloat16", "binary64")  # _proven's order: binary32 first
+
+
+def _gained(old: Bundle, new: Bundle, useful: fmpq) -> list[str]:
+    """The formats whose claim the lower τ* gave, or brought within ``useful``."""
+    before, after = _proven(old, useful), _proven(new, useful)
+    return [name for name, was, now in zip(FORMATS_KEPT, before, after) if now > was]
 
 
 def _certified(dataset_doc: Document, data: Dataset, attention: str, width: int, progress, replay,

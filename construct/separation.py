@@ -207,7 +207,7 @@ def _scaling(projections: list[fmpq], power: bool = False) -> tuple[fmpq, fmpq]:
 
 def _exact_projection(row: Vec, beta: fmpq, tokens: list[Vec]) -> bool:
     """Whether a binary16 run (and so every wider one) computes t = row·x + β exactly for
-    every token: the inputs, the row and β numbers of the format and the sum exact by the
+    every token: the inputs the row weighs, the row and β numbers of the format and the sum exact by the
     exact evaluation lemma (verify/floats.py, exact_limit), each term on the side of its
     known sign (verify/determined.py, total)."""
     fmt = FORMATS["binary16"]
@@ -215,7 +215,7 @@ def _exact_projection(row: Vec, beta: fmpq, tokens: list[Vec]) -> bool:
         if any(round_nearest(v, fmt) != v for v in (*row, beta)):
             return False
         for x in tokens:
-            if any(round_nearest(v, fmt) != v for v in x) or exact_sum(
+            if any(round_nearest(v, fmt) != v for v, w in zip(x, row) if w) or exact_sum(
                     [(valuation(w * v), abs(w * v), _sign(w * v)) for w, v in zip(row, x)]
                     + [(valuation(beta), abs(beta), _sign(beta))], fmt) is None:
                 return False
@@ -240,22 +240,23 @@ INDEXED = 2 ** 10  # the most tokens a narrow format can index on one exact t (b
 
 def _searched(tokens: list[Vec], d: int) -> list[Vec]:
     """Small-integer directions scaled to the data, for datasets that a narrow format could
-    index (at most 2^10 tokens, every coordinate a dyadic): entries up to 2^9 / (k·max|x|) on k
-    random coordinates (k = 2 … 6), so that every projection stays within ±2^9 and, with few
+    index (at most 2^10 tokens): entries up to 2^9 / (k·max|x|) on k random coordinates whose
+    every value is a dyadic (k = 2 … 6), so that every projection stays within ±2^9 and, with few
     significant bits in the tokens, a binary16 run computes t exactly (_exactness) — where
     integral()'s fixed entries either collide on many small-integer tokens or exceed that range."""
-    if len(tokens) > INDEXED or d < 2 or _grain(tokens) is None:
+    dyadic = [c for c, g in enumerate(_grains(tokens, d)) if g is not None]  # the coordinates no run rounds
+    if len(tokens) > INDEXED or len(dyadic) < 2:
         return []
-    top = max((abs(v) for x in tokens for v in x), default=ONE) or ONE
+    top = max((abs(x[c]) for x in tokens for c in dyadic), default=ONE) or ONE
     rng = np.random.default_rng(2468)
     out = []
     for _ in range(SEARCHED):
-        k = int(rng.integers(2, min(d, 6) + 1))
-        bound = max(1, int((fmpq(2 ** 9) / (k * top)).floor()))
-        support = rng.choice(d, size=k, replace=False)
+        k = int(rng.integers(2, min(len(dyadic), 6) + 1))
+        bound = min(max(1, int((fmpq(2 ** 9) / (k * top)).floor())), 2 ** 20)  # tiny coordinates: no more bits
+        support = rng.choice(len(dyadic), size=k, replace=False)
         w = [ZERO] * d
         for i in support:
-            w[int(i)] = fmpq(int(rng.integers(1, bound + 1)) * int(rng.choice((-1, 1))))
+            w[dyadic[int(i)]] = fmpq(int(rng.integers(1, bound + 1)) * int(rng.choice((-1, 1))))
         out.append(tuple(w))
     return list(dict.fromkeys(out))
 
@@ -272,14 +273,18 @@ def _fitted(tokens: list[Vec], d: int) -> list[Vec]:
     spread most on, each step moves one entry by ±1: the move, among all 2d, that leaves the fewest
     collisions and the least excess over the lemma's range (_exactness's measure, each term on the
     side of its known sign), but not the undoing of a move of the last d/2 steps (a tabu search).
-    At most STEPS steps. Empty where the tokens are not all dyadic or more than FITTED, or where
-    nothing is found."""
-    grain = _grain(tokens)
+    At most STEPS steps, on the coordinates whose every value is a dyadic. Empty where there are
+    none, more than FITTED tokens, or where nothing is found."""
+    grains = _grains(tokens, d)
+    dyadic = [c for c, g in enumerate(grains) if g is not None]  # the coordinates no run rounds: w's support
+    grain = _grain(grains, dyadic)
     points = distinct_sorted(tokens)
-    if grain is None or grain[1] > NARROW[0] or len(points) > FITTED or d < 2:
+    if not dyadic or grain[1] > NARROW[0] or len(points) > FITTED or d < 2 \
+            or len({tuple(x[c] for c in dyadic) for x in points}) < len(points):  # equal on every dyadic coordinate
         return []
-    X = np.array([[float(v) for v in x] for x in points], dtype=np.float64)
-    grid = np.array([[int(v * fmpq(2) ** -grain[0]) for v in x] for x in points], dtype=np.int64)  # X on its grid
+    X = np.array([[float(x[c]) for c in dyadic] for x in points], dtype=np.float64)
+    grid = np.array([[int(x[c] * fmpq(2) ** -grain[0]) for c in dyadic] for x in points], dtype=np.int64)  # X on its grid
+    d, full = len(dyadic), d
     w = np.zeros(d, dtype=np.int64)
     first = int(np.argmax(X.max(axis=0) - X.min(axis=0)))
     w[first] = 1
@@ -309,7 +314,8 @@ def _fitted(tokens: list[Vec], d: int) -> list[Vec]:
         if (cost == 0).any():
             j = int(np.flatnonzero(cost == 0)[0])
             w[ks[j]] += ms[j]
-            return [tuple(fmpq(int(v)) for v in w)]
+            on = dict(zip(dyadic, w.tolist()))
+            return [tuple(fmpq(on.get(c, 0)) for c in range(full))]
         allowed = np.where(tabu <= step, cost, np.inf)
         allowed[0] = np.inf  # a step moves
         j = int(rng.choice(np.flatnonzero(allowed == allowed.min())))
@@ -341,21 +347,37 @@ def _integral(w: Vec) -> bool:
     return all(v.q == 1 for v in w)
 
 
-def _grain(tokens: list[Vec]) -> tuple[int, int] | None:
-    """(the least exponent v with every coordinate a multiple of 2^v, their most significant
-    bits), or None where some coordinate is not a dyadic (a float run rounds it, so no
-    projection of it is exact)."""
-    least, bits = None, 0
-    for x in tokens:
-        for v in x:
-            if v:
+Grain = tuple[int | None, int] | None  # per coordinate: (least exponent, most significant bits), None: not dyadic
+
+
+def _grains(tokens: list[Vec], d: int) -> list[Grain]:
+    """Per coordinate: (the least exponent v with every token's value a multiple of 2^v, None
+    where every value is 0; their most significant bits), or None where some value is not a
+    dyadic (a float run rounds it: no projection that weighs it is exact)."""
+    out: list[Grain] = []
+    for c in range(d):
+        least, bits = None, 0
+        for x in tokens:
+            if v := x[c]:
                 num, den = int(v.p), int(v.q)
                 if den & (den - 1):
-                    return None
+                    least = "rounds"
+                    break
                 low = (num & -num).bit_length() - den.bit_length()
                 least = low if least is None else min(least, low)
                 bits = max(bits, (abs(num) >> ((num & -num).bit_length() - 1)).bit_length())
-    return (0 if least is None else least), bits
+        out.append(None if least == "rounds" else (least, bits))
+    return out
+
+
+def _grain(grains: list[Grain], on) -> tuple[int, int] | None:
+    """(the least exponent v with every value of the coordinates ``on`` a multiple of 2^v, their
+    most significant bits), or None where one of them is not a dyadic. A coordinate a direction
+    does not weigh is not read: 0·x̂ is 0, whatever x̂ rounds to."""
+    if any(grains[c] is None for c in on):
+        return None
+    lows = [grains[c][0] for c in on if grains[c][0] is not None]
+    return (min(lows) if lows else 0), max((grains[c][1] for c in on), default=0)
 
 
 def _distinct(keys: list[fmpq]) -> bool:
@@ -436,7 +458,7 @@ def _ranking(seqs, leaders: list[int], plan: list[Vec], candidates: list[Vec],
     of magnitude, so that the order does not hang on float64 noise, ties
     going to the earlier candidate, then the earlier λ."""
     tokens = [x for s in seqs for x in s]
-    grain = _grain(tokens) if len(tokens) <= INDEXED else None
+    grains = _grains(tokens, d) if len(tokens) <= INDEXED else None
     try:
         X = np.array([[float(v) for v in x] for s in seqs for x in s], dtype=np.float64).reshape(-1, d)
         W = np.array([[float(v) for v in w] for w in candidates], dtype=np.float64).T
@@ -461,7 +483,7 @@ def _ranking(seqs, leaders: list[int], plan: list[Vec], candidates: list[Vec],
                          alpha * np.clip(np.floor(8 / (64 * alpha * np.where(spread > 0, spread, 1.0))), 8, 15) / 8,
                          alpha)
         beta = 1 / 64 - alpha * P.min(axis=0)
-        level = _exactness(grain, P, np.abs(X) @ np.abs(W), alpha, beta, [candidates[i] for i in keep], power)
+        level = _exactness(grains, P, np.abs(X) @ np.abs(W), alpha, beta, [candidates[i] for i in keep], power)
         t = _bumped_floats(alpha * P + beta, [x for s in seqs for x in s], plan,
                            alpha / 2.0 ** np.floor(np.log2(alpha)))  # α's mantissa
         inexact = (X.astype(np.float32).astype(np.float64) != X).astype(np.float64)
@@ -496,23 +518,23 @@ def crowded(seqs, leaders: list[int], d: int, softmax: bool) -> bool:
 NARROW = (8, 11)  # the precisions of bfloat16 and binary16
 
 
-def _exactness(grain: tuple[int, int] | None, P: np.ndarray, P_abs: np.ndarray, alpha: np.ndarray,
+def _exactness(grains: list[Grain] | None, P: np.ndarray, P_abs: np.ndarray, alpha: np.ndarray,
                beta: np.ndarray, candidates: list[Vec], power: np.ndarray) -> np.ndarray:
     """Per candidate: the first of NARROW in which a float run computes every token's t = α·w·x + β
     exactly by the exact evaluation lemma (verify/floats.py, exact_sum) — 0 for bfloat16, 1 for
-    binary16 — or len(NARROW): every term a multiple of 2^E (E from the tokens' and w's least bits
-    and α, a power of two), and for each token its positive terms (β among them where β > 0) and
+    binary16 — or len(NARROW): every term a multiple of 2^E (E from the least bits of w and of the
+    tokens' coordinates it weighs, and α, a power of two), and for each token its positive terms (β among them where β > 0) and
     its negative ones each summing to at most 2^(p+E) — the signs are known, since the inputs are
     (verify/determined.py, total) — the coordinates themselves numbers of the format. ``P``, ``P_abs``:
     per token and candidate w·x and Σ_k |w_k x_k|. A ranking (float64): the analysis decides."""
     out = np.full(len(candidates), len(NARROW))
-    if grain is None:
+    if grains is None:
         return out
-    least, bits = grain
     positive, negative = (P_abs + P) / 2, (P_abs - P) / 2
     for c, w in enumerate(candidates):
-        if not power[c]:
+        if not power[c] or (grain := _grain(grains, [j for j, v in enumerate(w) if v])) is None:
             continue
+        least, bits = grain
         low = min((int(v.p) & -int(v.p)).bit_length() - 1 for v in w if v)
         exp = min(int(np.log2(alpha[c])) + least + low, -6)  # β = 1/64 − α·min(w·x) shares the grid
         total = max(alpha[c] * positive[:, c].max() + max(beta[c], 0.0),

@@ -290,3 +290,14 @@ def test_the_fitted_search_finds_survey_seed_136s_direction():
     _, doc = float_survey.dataset(136)
     tokens = [tuple(fmpq(int(v)) for v in x) for p in doc["pairs"] for x in p["input"]]
     assert _fitted(tokens, doc["d"])
+
+
+def test_a_projection_is_exact_where_the_coordinates_it_weighs_are():
+    """separation._exact_projection reads only the coordinates the row weighs: a third in a
+    coordinate of weight 0 does not make t inexact (0·x̂ = 0), one in a weighed coordinate does."""
+    from tfcert.construct.separation import _exact_projection
+
+    tokens = [(fmpq(1, 3), fmpq(3), fmpq(-2)), (fmpq(4, 3), fmpq(-1), fmpq(5))]
+    beta = fmpq(1, 64)
+    assert _exact_projection((fmpq(0), fmpq(1, 256), fmpq(1, 128)), beta, tokens)
+    assert not _exact_projection((fmpq(1, 256), fmpq(1, 256), fmpq(1, 128)), beta, tokens)

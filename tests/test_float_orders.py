@@ -230,8 +230,9 @@ def test_lifted_codes_make_every_one_token_integer_softmax_model_exact_in_binary
 
 def test_codes_are_lifted_only_for_one_token_softmax_sequences_with_exact_t():
     """leaders.lifted: two one-token sequences of integers under softmax get the lift block (and
-    claims of 0 in the formats that hold the inputs); under hardmax, with decimal inputs (t errs,
-    and a lifted code would err 4 times as much), or with a sequence of two tokens, none."""
+    claims of 0 in the formats that hold the inputs), also where decimals fill some coordinates
+    (t weighs only the others and is exact); under hardmax, with decimals in every coordinate (t
+    errs, and a lifted code would err 4 times as much), or with a sequence of two tokens, none."""
     def interpolation(ds, attention):
         bundle, claims = built(ds, attention)
         return bundle.construction.phases[-1], claims
@@ -239,7 +240,11 @@ def test_codes_are_lifted_only_for_one_token_softmax_sequences_with_exact_t():
     phase, claims = interpolation(lone, "softmax")
     assert len(phase.blocks) == 3 and not any(phase.blocks[0].ff.U[0])  # the lift, then a snap per layer
     assert claims == dict.fromkeys(("binary64", "binary32", "binary16", "bfloat16"), 0)
-    decimal = dataset_json(4, [([("0.1", "2", "0", "-1")], [(3, 0, 1, 2)]), ([(0, 1, "2.3", 3)], [(-1, 2, 0, 1)])])
+    some = dataset_json(4, [([("0.1", "2", "0", "-1")], [(3, 0, 1, 2)]), ([(0, 1, "2.3", 3)], [(-1, 2, 0, 1)])])
+    phase, _ = interpolation(some, "softmax")
+    assert not any(phase.blocks[0].ff.U[0])  # the lift: t reads coordinates 2 and 4, integers
+    decimal = dataset_json(4, [([("0.1", "2.1", "0.3", "-1.1")], [(3, 0, 1, 2)]),
+                               ([("0.7", "1.3", "2.3", "3.1")], [(-1, 2, 0, 1)])])
     pair = dataset_json(4, [([(1, 2, 0, -1), (2, 2, 0, 1)], [(3, 0, 1, 2)]), ([(0, 1, 2, 3)], [(-1, 2, 0, 1)])])
     for ds, attention in ((lone, "hardmax"), (decimal, "softmax"), (pair, "softmax")):
         phase, _ = interpolation(ds, attention)
@@ -321,3 +326,28 @@ def test_integer_survey_datasets_of_up_to_64_codes_get_a_bfloat16_claim_of_0(see
     ds = _survey(seed)
     _, claims = built(ds, "hardmax")
     assert claims.get("bfloat16") == 0 and claims.get("binary16") == 0
+
+
+@pytest.mark.parametrize("seed", [19, 115, 171, 187])
+def test_equal_means_survey_datasets_get_a_bfloat16_claim_of_0_from_their_dyadic_coordinates(seed):
+    """Survey seeds 19, 115, 171 and 187 (equal means: a sequence mirrored through its mean, so
+    some coordinates are thirds, which no binary format holds) under hardmax: a direction that
+    weighs only the coordinates whose every value is a dyadic computes every t exactly (0·x̂ is 0,
+    whatever x̂ rounds to), so the leader hats are tents and every layer is exact in bfloat16:
+    the claim is 0 (before: none, the separation counted as inexact)."""
+    ds = _survey(seed)
+    _, claims = built(ds, "hardmax")
+    assert claims.get("bfloat16") == 0 and claims.get("binary16") == 0
+
+
+def test_a_loose_half_precision_bound_gets_a_lower_tau_star():
+    """Survey seed 184 (4 integer tokens, d = 3) under softmax: at the largest τ* its binary16 bound
+    is 0.67 of 1 + max|y|, a bound that says little of a run; construct builds again with τ*'s
+    noise held lower and keeps the model whose binary16 claim is within (1 + max|y|)/10 (0.054),
+    binary32 and binary64 still proven, and says so."""
+    ds = _survey(184)
+    bundle, claims = built(ds, "softmax")
+    rel = relative(claims, ds)
+    assert rel["binary16"] <= LIMITS["binary16"] and rel["binary32"] <= LIMITS["binary32"]
+    assert bundle.share > 0 and len(bundle.notes) == 1
+    assert bundle.notes[0].endswith("so that float runs in binary16 are certified within (1 + max|y|)/10")
