@@ -282,8 +282,12 @@ def _fitted(tokens: list[Vec], d: int) -> list[Vec]:
     if not dyadic or grain[1] > NARROW[0] or len(points) > FITTED or d < 2 \
             or len({tuple(x[c] for c in dyadic) for x in points}) < len(points):  # equal on every dyadic coordinate
         return []
-    X = np.array([[float(x[c]) for c in dyadic] for x in points], dtype=np.float64)
-    grid = np.array([[int(x[c] * fmpq(2) ** -grain[0]) for c in dyadic] for x in points], dtype=np.int64)  # X on its grid
+    try:
+        X = np.array([[float(x[c]) for c in dyadic] for x in points], dtype=np.float64)
+        grid = np.array([[int(x[c] * fmpq(2) ** -grain[0]) for c in dyadic] for x in points], dtype=np.int64)  # X on
+        # its grid
+    except OverflowError:  # beyond float64 or int64: no bfloat16 number either
+        return []
     d, full = len(dyadic), d
     w = np.zeros(d, dtype=np.int64)
     first = int(np.argmax(X.max(axis=0) - X.min(axis=0)))

@@ -301,3 +301,13 @@ def test_a_projection_is_exact_where_the_coordinates_it_weighs_are():
     beta = fmpq(1, 64)
     assert _exact_projection((fmpq(0), fmpq(1, 256), fmpq(1, 128)), beta, tokens)
     assert not _exact_projection((fmpq(1, 256), fmpq(1, 256), fmpq(1, 128)), beta, tokens)
+
+
+def test_the_fitted_search_declines_values_beyond_float64_and_int64():
+    """Dyadic values of one significant bit but beyond float64 (2^2000), or whose grid beyond int64
+    (2^70 beside 2^-70): no bfloat16 number either, so no direction, and no error."""
+    from tfcert.construct.separation import _fitted
+
+    two = fmpq(2)
+    assert _fitted([(two ** 2000, fmpq(1)), (fmpq(3), two ** 2000)], 2) == []
+    assert _fitted([(two ** 70, fmpq(1)), (fmpq(3), two ** -70)], 2) == []
