@@ -55,7 +55,7 @@ def construct(dataset: Dataset, attention: str = "hardmax", width: int = 4, prog
         tau_star = tau_star_claim(dataset, lead, share)
     coll = collapse(dataset, lead, tau_star)
     step("interpolation")
-    interp = snap_phase(dataset, coll, lead.leaders, per_layer, copied=attention == "hardmax")
+    interp = snap_phase(dataset, coll, lead.leaders, per_layer)
     if any(distinct_sorted(s) != distinct_sorted(p.output) for s, p in zip(interp.tokens, dataset.pairs)):
         raise AssertionError("construction does not interpolate")  # a bug, caught before any file is written
     phases = ((squeezed,) if squeezed.blocks else ()) + (bump, sep, lead, coll, interp)  # compression only where used

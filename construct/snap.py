@@ -15,10 +15,12 @@ cancelling — on every token but its own cluster: placed targets and the
 codes still waiting all lie below its window.
 
 Radii: R' the largest power of two within gap/2 and min(code) − max y_1 − 1,
-r = 3R'/4, gap the least distance between two codes. Then r + R' < gap keeps
+r = R'/2, gap the least distance between two codes. Then r + R' < gap keeps
 every other code's plateau outside the window, and every placed target stays
 1 below every window (codes exceed max y_1 + 3/2, so R' ≥ 1/2). A wider plateau
-gives a larger τ* and absorbs the rounding of large codes.
+gives a larger τ* and absorbs the rounding of large codes; a narrower one has
+gentler slopes (R' − r)⁻¹, whose products' rounding a float bound carries:
+R'/2 (leaders.radii).
 
 Where the leaders' codes are lifted (leaders.lifted), the phase's first block
 takes the lift off every token first: one constant unit, exact in floats.
@@ -30,7 +32,7 @@ from dataclasses import dataclass
 from flint import fmpq
 
 from tfcert.construct.hats import dyadic_near, exact_grid, identity_sa
-from tfcert.construct.leaders import UP, Leader, in_bfloat16, radii, snap_points
+from tfcert.construct.leaders import UP, Leader, radii
 from tfcert.construct.phase import Phase, frozen
 from tfcert.verify.formats import FF, Block, Dataset
 from tfcert.verify.numbers import ONE, ZERO, Vec, scale, sub, unit
@@ -108,23 +110,12 @@ def snap_claims(snaps: list[Snap], block: int) -> list[dict]:
             for k, s in enumerate(snaps)]
 
 
-def plateau(centres: list[fmpq], r: fmpq, reach: fmpq, copied: bool) -> fmpq:
-    """The plateau radius: r, or reach/2 where the codes are copies (hardmax) and that, unlike r,
-    makes every breakpoint a bfloat16 number. A copy needs no plateau in a run that computes its
-    code exactly, and with r = 3R'/4 the breakpoints of 17 … 32 codes (b = 5) have 9 significant
-    bits: a bfloat16 run rounds them, and the slopes amplify that (survey seed 168). The slopes
-    (R' − r)⁻¹ halve, and survey seeds 81, 90 and 113 got binary32 bounds half as large."""
-    narrow = in_bfloat16(snap_points(centres, reach / 2, reach))
-    return reach / 2 if copied and narrow and not in_bfloat16(snap_points(centres, r, reach)) else r
-
-
-def snap_phase(dataset: Dataset, collapsed: Phase, leaders: tuple[Leader, ...], per_layer: int,
-               copied: bool = False) -> Phase:
+def snap_phase(dataset: Dataset, collapsed: Phase, leaders: tuple[Leader, ...], per_layer: int) -> Phase:
     """The snaps' blocks and claims, and the tokens after them: the targets.
     ``collapsed``'s tokens are the hardmax collapse outputs code·e_2;
     softmax must leave each within noise_radius of them. Centres are codes
     rounded down to a multiple of centre_step, so every breakpoint is exact in
-    binary64 and binary32 alike. ``copied``: hardmax, whose collapse copies each code (plateau)."""
+    binary64 and binary32 alike."""
     d, seqs, first_block = dataset.d, collapsed.tokens, collapsed.span[1]
     e = unit(d, UP)
     blocks, claims = [], []
@@ -134,7 +125,6 @@ def snap_phase(dataset: Dataset, collapsed: Phase, leaders: tuple[Leader, ...], 
     codes = {l: l.code(d) for l in leaders}
     r, reach = radii(list(codes.values()), top_target(dataset))
     step = centre_step(max(codes.values()) + reach, r)
-    r = plateau([dyadic_near(c, step) for c in codes.values()], r, reach, copied)
     position = {p.index: j for j, p in enumerate(dataset.pairs)}
     snaps = []
     for leader in sorted(leaders, key=codes.get, reverse=True):

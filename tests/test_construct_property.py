@@ -120,7 +120,7 @@ def test_phases_chain(example, attention):
        st.fractions(min_value=-2 ** 30, max_value=1))
 def test_snap_breakpoints_are_exact_in_binary32_and_stay_above_every_target(raw, top):
     """Positive codes at least 1 apart above top + 3/2, as the leader phase places them: the snaps'
-    radii are powers of two (r = 3R'/4) within half the least gap and 1 above every target, and
+    radii are powers of two (r = R'/2) within half the least gap and 1 above every target, and
     their centres multiples of a power of two fine enough for the codes' magnitude, so every
     breakpoint is a binary32 number, whatever the codes' size."""
     from tfcert.construct.snap import Snap, centre_step, radii
@@ -131,7 +131,7 @@ def test_snap_breakpoints_are_exact_in_binary32_and_stay_above_every_target(raw,
     codes = [fmpq(c.numerator, c.denominator) for c in codes]
     top = fmpq(top.numerator, top.denominator)
     r, reach = radii(codes, top)
-    assert reach >= fmpq(1, 2) and r == 3 * reach / 4 and (reach.p == 1 or reach.q == 1)
+    assert reach >= fmpq(1, 2) and r == reach / 2 and (reach.p == 1 or reach.q == 1)
     step = centre_step(max(codes) + reach, r)
     for c in codes:
         snap = Snap(dyadic_near(c, step), r, reach, (), ())
@@ -218,7 +218,7 @@ def test_softmax_codes_sit_low_with_the_snaps_support_of_the_hardmax_codes(top, 
     every code above every target's coordinate 2 plus 3/2, and as few significant bits (C + kS
     a multiple of S below 2^(b+1)·S), so the collapse's rounding, relative to the code, is smaller
     and the snaps are as wide. Lifted codes start at G. Under hardmax the codes start at G but
-    where only the low ones put every snap breakpoint c ± R'/2, c ± R' in bfloat16."""
+    where only the low ones put every snap breakpoint c ± R'/2, c ± R' in bfloat16 (r = R'/2)."""
     from tfcert.construct.leaders import choose_codes, in_bfloat16, radii, snap_points
     from tfcert.verify.formats import parse_document
 
@@ -232,27 +232,8 @@ def test_softmax_codes_sit_low_with_the_snaps_support_of_the_hardmax_codes(top, 
     assert radii(soft, top) == radii(hard, top)
     bits = max(count - 1, 1).bit_length()
     assert max(soft) < 2 ** (bits + 1) * spacing
-    reach = radii(hard, top)[1]
-    only_low = not in_bfloat16(snap_points(hard, reach / 2, reach)) and in_bfloat16(snap_points(soft, reach / 2, reach))
+    only_low = not in_bfloat16(snap_points(hard, *radii(hard, top))) and in_bfloat16(snap_points(soft, *radii(soft, top)))
     assert choose_codes(ds, count) == (g, first if only_low else g, spacing)
-
-
-@given(st.integers(-2, 12), st.integers(0, 7), st.integers(1, 128), st.booleans())
-def test_a_copied_codes_plateau_narrows_only_to_put_every_breakpoint_in_bfloat16(g, b, count, copied):
-    """Codes G + kS as the leader phase places them (S = G/2^b, at most 2^b of them): the plateau
-    is r = 3R'/4, or R'/2 only for copied (hardmax) codes and only where that, unlike r, makes
-    every breakpoint a bfloat16 number — as for 17 … 32 codes (b = 5)."""
-    from tfcert.construct.leaders import in_bfloat16, snap_points
-    from tfcert.construct.snap import plateau
-
-    G = fmpq(2) ** g
-    S, count = G / 2 ** b, min(count, 2 ** b)
-    codes = [G + k * S for k in range(count)]
-    r, reach = S * 3 / 8, S / 2
-    got = plateau(codes, r, reach, copied)
-    narrow = {v: in_bfloat16(snap_points(codes, v, reach)) for v in (r, reach / 2)}
-    assert got == (reach / 2 if copied and not narrow[r] and narrow[reach / 2] else r)
-    assert (got == reach / 2) == (copied and b == 5)  # b ≤ 4: r fits; b ≥ 6: neither does
 
 
 @settings(max_examples=40, deadline=None)
