@@ -216,16 +216,17 @@ def _exact_projection(row: Vec, beta: fmpq, tokens: list[Vec]) -> bool:
             return False
         for x in tokens:
             if any(round_nearest(v, fmt) != v for v, w in zip(x, row) if w) or exact_sum(
-                    [(valuation(w * v), abs(w * v), _sign(w * v)) for w, v in zip(row, x)]
-                    + [(valuation(beta), abs(beta), _sign(beta))], fmt) is None:
+                    [_term(w * v) for w, v in zip(row, x)] + [_term(beta)], fmt) is None:
                 return False
     except (OverflowError, ValueError):  # beyond the range, or not a dyadic
         return False
     return True
 
 
-def _sign(v: fmpq) -> int:
-    return (v > 0) - (v < 0)
+def _term(q: fmpq) -> tuple[int | None, fmpq, int]:
+    """exact_sum's term for a number known exactly: exponent, magnitude and sign (as
+    determined.total forms its products')."""
+    return valuation(q), abs(q), (q > 0) - (q < 0)
 
 
 def _candidates(tokens: list[Vec], d: int) -> tuple[list[Vec], list[fmpq]]:
@@ -308,13 +309,11 @@ def _fitted(tokens: list[Vec], d: int) -> list[Vec]:
         low = _trailing(w, ks, ms)
         spread = Pm.max(axis=0) - Pm.min(axis=0)
         alpha = _powers(spread)
-        room = 2.0 ** (NARROW[0] + np.minimum(np.log2(alpha) + grain[0] + np.where(low < 0, 0, low), -6))
-        beta = 1 / 64 - alpha * Pm.min(axis=0)
-        total = np.maximum(alpha * posm.max(axis=0) + np.maximum(beta, 0),
-                           alpha * negm.max(axis=0) + np.maximum(-beta, 0))
+        over = _over(alpha, grain[0] + np.where(low < 0, 0, low), posm.max(axis=0), negm.max(axis=0),
+                     1 / 64 - alpha * Pm.min(axis=0), NARROW[0])
         collisions = (np.diff(np.sort(Gm, axis=0), axis=0) == 0).sum(axis=0)
-        cost = np.where(low < 0, np.inf, collisions + 2 ** NARROW[0] / 2 * np.maximum(0, total / room - 1))  # half
-        # a collision per value of t beyond the lemma's range
+        cost = np.where(low < 0, np.inf, collisions + 2 ** NARROW[0] / 2 * np.maximum(0, over - 1))  # half a
+        # collision per value of t beyond the lemma's range
         if (cost == 0).any():
             j = int(np.flatnonzero(cost == 0)[0])
             w[ks[j]] += ms[j]
@@ -327,6 +326,16 @@ def _fitted(tokens: list[Vec], d: int) -> list[Vec]:
         G, P, pos, neg = Gm[:, j], Pm[:, j], posm[:, j], negm[:, j]
         tabu[j + 1 if j % 2 else j - 1] = step + max(3, d // 2)  # the move that undoes it
     return []
+
+
+def _over(alpha, exponent, positive, negative, beta, p: int):
+    """t = α·w·x + β's sums against the exact evaluation lemma's range, in precision p: the larger
+    of the positive terms' sum (β among them where β > 0) and the negative ones', over 2^(p+E),
+    the terms a multiple of 2^E, E = min(log2 α + ``exponent``, −6) (β = 1/64 − α·min(w·x) shares
+    the grid of 2^-6); ``exponent``: the least bits of the tokens' weighed coordinates and of w.
+    At most 1 where a run computes every t exactly. Scalars or numpy arrays alike."""
+    room = 2.0 ** (p + np.minimum(np.log2(alpha) + exponent, -6))
+    return np.maximum(alpha * positive + np.maximum(beta, 0), alpha * negative + np.maximum(-beta, 0)) / room
 
 
 def _powers(spread: np.ndarray) -> np.ndarray:
@@ -360,17 +369,13 @@ def _grains(tokens: list[Vec], d: int) -> list[Grain]:
     dyadic (a float run rounds it: no projection that weighs it is exact)."""
     out: list[Grain] = []
     for c in range(d):
-        least, bits = None, 0
-        for x in tokens:
-            if v := x[c]:
-                num, den = int(v.p), int(v.q)
-                if den & (den - 1):
-                    least = "rounds"
-                    break
-                low = (num & -num).bit_length() - den.bit_length()
-                least = low if least is None else min(least, low)
-                bits = max(bits, (abs(num) >> ((num & -num).bit_length() - 1)).bit_length())
-        out.append(None if least == "rounds" else (least, bits))
+        values = [(int(x[c].p), int(x[c].q)) for x in tokens if x[c]]
+        if any(den & (den - 1) for _, den in values):
+            out.append(None)
+            continue
+        lows = [(num & -num).bit_length() - den.bit_length() for num, den in values]
+        bits = [(abs(num) >> ((num & -num).bit_length() - 1)).bit_length() for num, _ in values]
+        out.append((min(lows, default=None), max(bits, default=0)))
     return out
 
 
@@ -526,11 +531,10 @@ def _exactness(grains: list[Grain] | None, P: np.ndarray, P_abs: np.ndarray, alp
                beta: np.ndarray, candidates: list[Vec], power: np.ndarray) -> np.ndarray:
     """Per candidate: the first of NARROW in which a float run computes every token's t = α·w·x + β
     exactly by the exact evaluation lemma (verify/floats.py, exact_sum) — 0 for bfloat16, 1 for
-    binary16 — or len(NARROW): every term a multiple of 2^E (E from the least bits of w and of the
-    tokens' coordinates it weighs, and α, a power of two), and for each token its positive terms (β among them where β > 0) and
-    its negative ones each summing to at most 2^(p+E) — the signs are known, since the inputs are
-    (verify/determined.py, total) — the coordinates themselves numbers of the format. ``P``, ``P_abs``:
-    per token and candidate w·x and Σ_k |w_k x_k|. A ranking (float64): the analysis decides."""
+    binary16 — or len(NARROW): α a power of two, each token's sums within the lemma's range (_over;
+    the signs are known, since the inputs are: verify/determined.py, total) and the coordinates w
+    weighs numbers of the format. ``P``, ``P_abs``: per token and candidate w·x and Σ_k |w_k x_k|.
+    A ranking (float64): the analysis decides."""
     out = np.full(len(candidates), len(NARROW))
     if grains is None:
         return out
@@ -540,11 +544,8 @@ def _exactness(grains: list[Grain] | None, P: np.ndarray, P_abs: np.ndarray, alp
             continue
         least, bits = grain
         low = min((int(v.p) & -int(v.p)).bit_length() - 1 for v in w if v)
-        exp = min(int(np.log2(alpha[c])) + least + low, -6)  # β = 1/64 − α·min(w·x) shares the grid
-        total = max(alpha[c] * positive[:, c].max() + max(beta[c], 0.0),
-                    alpha[c] * negative[:, c].max() + max(-beta[c], 0.0))
         for level, p in enumerate(NARROW):
-            if bits <= p and total <= 2.0 ** (p + exp):
+            if bits <= p and _over(alpha[c], least + low, positive[:, c].max(), negative[:, c].max(), beta[c], p) <= 1:
                 out[c] = level
                 break
     return out
