@@ -297,6 +297,20 @@ def test_corrupted_error_names_the_path(bundle_values, tmp_path, capsys):
     assert "model.json: $.blocks[2].ff.W[1][0]: zero denominator" in assert_input_error(rc, out, err, "model.json")
 
 
+@pytest.mark.parametrize("value", ["[1]", '{"a": 1}', "7", '"binary8"'])
+def test_a_float_claims_format_that_is_no_format_name_is_an_input_error(value, bundle_values, tmp_path, capsys):
+    """A float claim's format that is a list or an object (unhashable: a set lookup raised TypeError,
+    found by test_corrupted_certificate), a number or an unknown name: one error line naming
+    $.phases[…].claims[…].format, exit 2."""
+    cert = bundle_values["certificate.json"]
+    p, c = next((p, c) for p, phase in enumerate(cert["phases"]) for c, claim in enumerate(phase["claims"])
+                if claim["kind"] == "float")
+    paths = write_bundle(tmp_path, bundle_values, certificate=splice(cert, ("phases", p, "claims", c, "format"), value))
+    rc, out, err = run(verify_argv(paths), capsys)
+    line = assert_input_error(rc, out, err, "certificate.json")
+    assert f"$.phases[{p}].claims[{c}].format: expected one of" in line
+
+
 # ---------------------------------------------------------------- specific bad input, every command
 
 @pytest.mark.parametrize("text, fragment", [

@@ -52,7 +52,7 @@ class Claim:
 def parse(raw: dict, where: str, context: Context) -> Claim:
     fields(raw, where, ("kind", "format", "bound"))
     name = raw.get("format")
-    if name not in FORMATS:
+    if not isinstance(name, str) or name not in FORMATS:  # a list or dict is not hashable: no TypeError
         raise InputError(f"{where}.format: expected one of {sorted(FORMATS)}, got {name!r}")
     bound = number(raw.get("bound"), f"{where}.bound")
     if bound < 0:
