@@ -240,6 +240,8 @@ class Analysis:
         coordinate is known and not exact."""
         if not values:  # None, False: not known
             return bound, None
+        if not is_point(x):  # an enclosure: the bound stands, the values are kept
+            return bound, (values if any(e and v is not None for v, e in zip(values, bound)) else None)
         err = tuple(e if not e or v is None else up(abs(v - xi)) for v, xi, e in zip(values, x, bound))
         kept = any(e and v is not None for v, e in zip(values, err))
         return (err if err != bound else bound), (values if kept else None)
@@ -540,7 +542,8 @@ class Analysis:
                 known = "tied" if not softmax else None
             elif softmax:
                 sa = self.model.blocks[step.block].sa
-                means = self._softmax(seq, mags, errs, A, sa, j)
+                means = self._softmax(seq, mags, errs, A, sa, j, V.columns(self.d))
+                known = [m[3] if len(m) > 3 else None for m in means]  # a dominated mean's known values
             elif step.attention is None:  # the replay took A (or V, with ρ = 1) as the zero matrix it is
                 raise Failed(f"{'A' if step.uniform else 'V'} is the zero matrix but not stored as 0: "
                              f"its float products need not be exact zeros")
@@ -554,6 +557,8 @@ class Analysis:
                 """The known values of token i's mean: its argmax token's, the tie average (once), a lone token's."""
                 if known == "alone":
                     return tuple(min(r) if r is not None and len(r) == 1 else None for r in runs)
+                if softmax and known is not None:
+                    return known[i]
                 if known != "tied":
                     return known and self._values(o + known[i], seq[known[i]], errs[known[i]])
                 if not tied:  # a literal-zero A: every token of the sequence tied
@@ -567,15 +572,17 @@ class Analysis:
                 if (slot := which if forget else i) not in outs:  # with ρ = 0 the bound is the mean's alone
                     outs[slot] = per_mean[which](mags[i], e)
                 x, v = after[o + i], None
-                if any(outs[slot]) and is_point(x) and (v := self._values(o + i, seq[i], e)):
+                if any(outs[slot]) and (v := self._values(o + i, seq[i], e)):
                     forms = determined.forms(mean(i), V, self.fmt, self._rows)
-                    v = determined.attention(v, forms, rho, copied, x, outs[slot], self.fmt)
+                    fixed = x if is_point(x) else tuple(lo if lo == hi else None for lo, hi in
+                                                        (coordinate_range(x, c) for c in range(self.d)))
+                    v = determined.attention(v, forms, rho, copied, fixed, outs[slot], self.fmt)
                 bound, v = self._settle(v, x, outs[slot])
                 new.append(bound)
                 values.append(v)
                 gr.append(tuple(self._sa_grains(rho, V, copied, means[i][2], [
                     self._grain(seq[i], e, c, vals[i], stored[i]) for c in range(self.d)]))
-                    if any(bound) and known not in (None, "tied") else None)
+                    if any(bound) and len(means[i]) > 2 else None)
         self.err, self.val, self.gr = new, values, gr
         self._refresh(after)
 
@@ -694,7 +701,7 @@ class Analysis:
             out.append((errs[a], mags[a], [self._grain(seq[a], errs[a], c, vals[a], stored[a]) for c in range(self.d)]))
         return out
 
-    def _softmax(self, seq, mags, errs, A: Matrix, sa: SA, j: int) -> list:
+    def _softmax(self, seq, mags, errs, A: Matrix, sa: SA, j: int, read) -> list:
         """Per token (error, magnitude) of the attention mean, the weights
         taken relative to an exact argmax a (verify/float_analysis.py says
         why): ω_l bounds the error of the float z_l − z_a, the pair's own
@@ -770,10 +777,52 @@ class Analysis:
                     b = up((1 + g) * ((1 + sum_error) * m_a[c] + sum((w_hat[l] * (mags[l][c] + m_a[c]) for l in others), ZERO))
                            + n * fmt.tiny)
                     mm[c] = b if mm[c] is None else min(mm[c], b)
+            if s.count(smax) == 1 and H < 1:  # the normalisation counted once (float_analysis._sum_error)
+                with ctx.workprec(PREC):
+                    near = [bounds((1 + zl) / (1 - arb(H)) - 1)[1] for zl in zeta]
+                lw = [k * pl + floor for k, pl in zip(near, pu)]
+                hw = [(1 + k) * pl + floor for k, pl in zip(near, pu)]
+                gn, g3 = fmt.gamma(n - 1), fmt.gamma(3)
+                sig = min(gn, (1 + 2 * gn) * sum((hw[l] for l in others), ZERO))
+                if sig < fmpq(1, 2):
+                    eta = sig / (1 - sig)
+                    for c in range(d):
+                        mq = sum((h * mg[c] for h, mg in zip(hw, mags)), ZERO)
+                        mo = (1 + 2 * gn) * sum((hw[l] * mags[l][c] for l in others), ZERO)
+                        b = up(sum((lw[l] * (dist[l][c] + errs[l][c]) + pu[l] * errs[l][c] for l in range(n)), ZERO)
+                               + eta * mq + (1 + eta) * (g3 * mq + (1 + g3) ** 2 * min(gn * mq, mo))
+                               + fmt.tiny * sum((mg[c] for mg in mags), ZERO) + 2 * n * fmt.tiny)
+                        em[c] = b if em[c] is None else min(em[c], b)
             if None in em or None in mm:
                 raise Failed(f"token [{j}, {i}]: the softmax weights' errors are unbounded (H = {approx(H)} ≥ 1)")
-            out.append((em, mm))
+            out.append(self._dominated(j, a, seq, errs, read, em, mm, w_hat, pu, mags, dist)
+                       if s.count(smax) == 1 else (em, mm))
         return out
+
+    def _dominated(self, j: int, a: int, seq, errs, read, em, mm, w_hat, pu, mags, dist) -> tuple:
+        """A's values where the other weights vanish in every run (float_analysis._dominated says why)."""
+        fmt, d, n = self.fmt, self.d, len(seq)
+        others = [l for l in range(n) if l != a]
+        grow = 1 + fmt.gamma(n - 1)
+        weights = grow * sum((w_hat[l] for l in others), ZERO)
+        scale = (1 + fmt.unit) ** 3 / (1 - 2 * EXP_ULPS * fmt.unit)
+        lone = self._values(self.offsets[j] + a, seq[a], errs[a]) or (None,) * d
+        noise = [sum((pu[l] * dist[l][c] for l in others), ZERO) for c in range(d)]
+        em, mm, known, runs = list(em), list(mm), [None] * d, {}
+        for c in read:
+            live = [l for l in others if mags[l][c]]
+            slack = grow * (scale * sum((w_hat[l] * mags[l][c] for l in live), ZERO)
+                            + fmt.tiny * (n + sum((mags[l][c] for l in live), ZERO))) if live else ZERO
+            if lone[c] is not None and (r := determined.dominated(lone[c], slack, weights, fmt)):
+                runs[c] = r
+                em[c] = min(em[c], max(abs(v - seq[a][c]) for v in r) + noise[c])
+                mm[c] = min(mm[c], max(max(abs(v) for v in r), abs(seq[a][c]) + noise[c]))
+                known[c] = min(r) if len(r) == 1 else None
+        if not runs:
+            return em, mm
+        grains = [min((valuation(v) for v in runs[c] if v), default=None) if c in runs else
+                  grain(max(abs(seq[a][c]) - noise[c] - em[c], ZERO), fmt) for c in range(d)]
+        return em, mm, grains, tuple(known)
 
     def _alone(self, x_a, m_a: list, e_a: list, values, runs: list) -> tuple:
         """The softmax mean of one token: ê/ê, exp's error cancels; x̂ times three roundings

@@ -174,8 +174,10 @@ PARTS = {
     # parameter's sign kept beside it, so that an FF output's terms do not compare fmpq with 0; a
     # parameter tuple's rounding found by its entries' ids before its value's key; a V that is
     # one power-of-two entry of at least 1, a collapse's copy of the code, known to multiply a
-    # softmax mean exactly)
-    "float analysis": (("floats.py", "float_analysis.py", "determined.py"), 1047),
+    # softmax mean exactly; a softmax mean with a unique argmax whose normalisation is counted once,
+    # each float sum's rounding bounded by its terms but the argmax's; a softmax mean whose other
+    # weights vanish in every run, given a lone token's values and kept over an enclosure)
+    "float analysis": (("floats.py", "float_analysis.py", "determined.py"), 1114),
 }
 
 

@@ -138,6 +138,27 @@ def alone(x: fmpq, fmt: Format) -> frozenset | None:
     return frozenset(runs)
 
 
+def dominated(x: fmpq, slack: fmpq, weights: fmpq, fmt: Format) -> frozenset | None:
+    """alone's values on a coordinate of known value x of the argmax a of a softmax whose other
+    tokens vanish in every run (None where that is not shown): each float partial sum of their
+    exps is at most ``weights``, of their terms of the mean at most ``slack`` in magnitude. Where
+    ê_a = exp(0) + weights rounds to ê_a, Ŝ = ê_a; where each product the mean's forms round
+    (x, ê·x, fl(ê·fl(1/ê))·x) rounds to one number with any term within ``slack`` added, before
+    or after its rounding (fused or not; rounding is monotone), the sum with a's term is that
+    term: the mean is a lone token's."""
+    try:
+        for e in exp_zero(fmt):
+            if round_nearest(e + weights, fmt) != e:
+                return None
+            for p in (x, e * x, round_nearest(e * round_nearest(1 / e, fmt), fmt) * x):
+                f = round_nearest(p, fmt)
+                if any(round_nearest(q + s, fmt) != f for q in (p, f) for s in (slack, -slack)):
+                    return None
+    except OverflowError:
+        return None
+    return alone(x, fmt)
+
+
 def knowable(mean, copied, bound) -> bool:
     """Whether ``attention`` may know a coordinate that errs (bound > 0): a copied one, or one
     where the mean's forms are known. Where none is, it knows none, whatever the token's values."""

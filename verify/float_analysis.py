@@ -402,9 +402,17 @@ class Analysis:
         coordinate is known and not exact."""
         if not values:  # None, False: not known
             return bound, None
+        if not is_point(x):  # an enclosure: the bound stands, the values are kept
+            return bound, (values if any(e and v is not None for v, e in zip(values, bound)) else None)
         err = tuple(e if not e or v is None else fup(abs(v - xi)) for v, xi, e in zip(values, x, bound))
         kept = any(e and v is not None for v, e in zip(values, err))
         return (err if err != bound else bound), (values if kept else None)
+
+    def _fixed(self, x) -> tuple:
+        """Per coordinate the exact value where it is one number (all of a point's), else None."""
+        if is_point(x):
+            return x
+        return tuple(lo if lo == hi else None for lo, hi in (coordinate_range(x, j) for j in range(self.d)))
 
     def _mag(self, x, e) -> list:
         """Per coordinate: a bound on |x̂| (and on |x| over the enclosure)."""
@@ -858,7 +866,8 @@ class Analysis:
                 means = [self._uniform(seq, mags, errs, softmax, read)] * len(seq)
                 known = "tied" if not softmax else None
             elif softmax:
-                means = self._softmax(seq, mags, errs, A, sa, j)
+                means = self._softmax(seq, mags, errs, A, sa, j, read)
+                known = [m[3] if len(m) > 3 else None for m in means]  # a dominated mean's known values
             elif step.attention is None:  # the replay took A (or V, with ρ = 1) as the zero matrix it is
                 raise Failed(f"{'A' if step.uniform else 'V'} is the zero matrix but not stored as 0: "
                              f"its float products need not be exact zeros")
@@ -877,6 +886,8 @@ class Analysis:
                     elif known == "tied":  # a literal-zero A: every token of the sequence tied
                         m = determined.mean([self._values(o + l, x, e) for l, (x, e) in enumerate(zip(seq, errs))],
                                             self.fmt, read)
+                    elif softmax:  # a dominated mean's known values (None: not dominated)
+                        m = at
                     else:
                         m = known and self._values(o + at, seq[at], errs[at])
                     known_means[at] = determined.forms(m, V, self.fmt, self._rows)
@@ -891,13 +902,13 @@ class Analysis:
                     except Failed as exc:  # named, as in _ff
                         raise Failed(f"token [{j}, {i}]: {exc}") from None
                 x, v = after[o + i], None
-                if (any(outs[slot]) and is_point(x) and determined.knowable(mean(i), copied, outs[slot])
+                if (any(outs[slot]) and determined.knowable(mean(i), copied, outs[slot])
                         and (v := self._values(o + i, seq[i], e))):
-                    v = determined.attention(v, mean(i), rho, copied, x, outs[slot], self.fmt)
+                    v = determined.attention(v, mean(i), rho, copied, self._fixed(x), outs[slot], self.fmt)
                 bound, v = self._settle(v, x, outs[slot])
                 new.append(bound)
                 values.append(v)
-                if any(bound) and known not in (None, "tied"):  # a copied argmax token or a lone one: m̂'s grains
+                if any(bound) and len(means[i]) > 2:  # a copied argmax token, a lone or dominant one: m̂'s grains
                     if (at := which if not rho.hat[0] else i) not in grains:  # with ρ̂ = 0, the mean's alone
                         grains[at] = self._sa_grains(rho, V, copied, means[i][2], lambda c: self._grain(
                             seq[i], e, c, vals[i], stored[i]))
@@ -1044,7 +1055,7 @@ class Analysis:
             out.append((errs[a], mags[a], grains[a]))  # one argmax: copied exactly
         return out
 
-    def _softmax(self, seq, mags, errs, A: Matrix, sa: SA, j: int) -> list:
+    def _softmax(self, seq, mags, errs, A: Matrix, sa: SA, j: int, read) -> list:
         """Per token (error, magnitude) of the attention mean, the weights
         taken relative to an exact argmax a: token l's float weight is p_l
         times a factor in [1/(1 + ζ_l), 1 + ζ_l] over a normalisation within
@@ -1140,6 +1151,22 @@ class Analysis:
                                  mul(g2, m_a[k]), n_tiny)) for k in range(d)]
             # |m̂| ≤ (1 + γ) Σ p̂_l |x̂_l| + the products' underflow
             mm = [add(mul(add(1.0, g), add(*(mul(hw, mg[k]) for hw, mg in zip(hi_w, g_mag)))), n_tiny) for k in range(d)]
+            if s.count(smax) == 1 and H < 1 and (sig := self._sum_error(n, size, ez, pu, H, floor)):
+                # m̂ = Σ_l (1 + η) q_l x̂_l, q_l = ê_l/Σê, Σê/Ŝ = 1 + η (_sum_error), each term rounded by γ_3 and
+                # their sum by γ_{n−1}Σ, or by (1 + 2γ_{n−1}) times the terms but a's: the normalisation counted
+                # once, exp's error only in the weights, and a sum of a code with zeros (a collapse's
+                # non-leaders) exact; Σ q_l x̂_l − Σ p_l x_l = Σ (q_l − p_l)(x̂_l − x_a) + Σ p_l (x̂_l − x_l)
+                lw2, hw2, eta = sig
+                gn, g3 = c.gamma(n - 1), c.gamma(3)
+                for k in range(d):
+                    mq = add(*(mul(hw, mg[k]) for hw, mg in zip(hw2, g_mag)))
+                    mo = mul(add(1.0, 2 * gn), add(*(mul(hw, mg[k]) for hw, mg in zip(hw2[1:], g_mag[1:]))))
+                    rounding = mul(add(1.0, eta), add(mul(g3, mq), mul(mul(add(1.0, g3), add(1.0, g3)),
+                                                                     min(mul(gn, mq), mo))))
+                    em[k] = min(em[k], add(*(add(mul(lw, add(dl[k], er[k])), mul(pl, er[k]))
+                                             for lw, pl, dl, er in zip(lw2, pu, g_dist, g_err)),
+                                           mul(eta, mq), rounding, mul(c.tiny, add(*(mg[k] for mg in g_mag))),
+                                           2 * n_tiny))
             if s.count(smax) == 1:
                 sum_error = add(g, n_tiny)  # |Σ p̂ − 1|: γ, and each weight's rounding where it is subnormal
                 lead = add(sum_error, mul(g, add(1.0, g)))
@@ -1155,9 +1182,61 @@ class Analysis:
                         mul(w_hat[q], add(g_mag[q][k], mul(size[q], m_a[k]))) for q in range(1, len(groups))))), n_tiny))
             if inf in em or inf in mm:
                 raise Failed(f"token [{j}, {i}]: the softmax weights' errors are unbounded (H = {approx(H)} ≥ 1)")
+            mean = (em, mm)
+            if s.count(smax) == 1:
+                mean = self._dominated(j, a, seq, errs, read, mean, (size, w_hat, pu, g_mag, g_dist))
             for l in same:
-                out[l] = (em, mm)
+                out[l] = mean
         return out
+
+    def _dominated(self, j: int, a: int, seq, errs, read, mean: tuple, groups: tuple) -> tuple:
+        """The mean (em, mm) of a softmax with a unique exact argmax a (group 0), as (error,
+        magnitude, grains, known values) where on a coordinate ``read`` of a's known value every run
+        gives a lone token's mean (determined.dominated, which asks that the others' exps, each
+        ê_l ≤ ŵ_l = e^{ω_l}·w_l·(1 + 4u)·…, sum to less than half an ulp of 1, and that their terms,
+        at most K·ŵ_l·|x̂_l|, K = (1 + u)³/(1 − 4u), in any form, vanish beside a's). Each
+        e^{ω_l}·w_l is then below 1, so ẑ_l − ẑ_a < 0 (rounding is monotone) and ê_a = exp(0).
+        The error is the runs' distance from x_a plus |x_a − m| ≤ Σ_{l≠a} p_l |x_l − x_a|, the
+        exact noise; a grain from each coordinate's least magnitude elsewhere. ``mean`` unchanged
+        where no coordinate is known so."""
+        (em, mm), (size, w_hat, pu, g_mag, g_dist) = mean, groups
+        fmt, c, d, n = self.fmt, self.c, self.d, len(seq)
+        grow = add(1.0, c.gamma(n - 1))  # a float sum of some of the others' terms: within γ_{n−1} of theirs
+        weights = rational(mul(grow, add(*(mul(k, w) for k, w in zip(size[1:], w_hat[1:])))))
+        scale = fup((1 + fmt.unit) ** 3 / (1 - 2 * EXP_ULPS * fmt.unit))
+        lone = self._values(self.offsets[j] + a, seq[a], errs[a]) or (None,) * d
+        noise = [add(*(mul(p, dl[k]) for p, dl in zip(pu[1:], g_dist[1:]))) for k in range(d)]
+        em, mm, known = list(em), list(mm), [None] * d
+        runs = {}
+        for k in read:
+            others = [(w, mg[k]) for w, mg in zip(w_hat[1:], g_mag[1:]) if mg[k]]
+            slack = mul(grow, add(mul(scale, add(*(mul(w, m) for w, m in others))),
+                                  mul(c.tiny, add(float(n), *(m for _, m in others))))) if others else 0.0
+            if lone[k] is not None and (r := determined.dominated(lone[k], rational(slack), weights, fmt)):
+                runs[k] = r
+                em[k] = min(em[k], add(fup(max(abs(v - seq[a][k]) for v in r)), noise[k]))
+                mm[k] = min(mm[k], max(fup(max(abs(v) for v in r)), add(fup(abs(seq[a][k])), noise[k])))
+                known[k] = next(iter(r)) if len(r) == 1 else None
+        if not runs:
+            return mean
+        grains = [min((valuation(v) for v in runs[k] if v), default=None) if k in runs else self._grain_above(
+            max(sub_down(sub_down(fdown(abs(seq[a][k])), noise[k]), em[k]), 0.0)) for k in range(d)]
+        return em, mm, grains, tuple(known)
+
+    def _sum_error(self, n: int, size: list, ez: list, pu: list, H: float, floor: float) -> tuple | None:
+        """(lw, hw, η) for a softmax with a unique exact argmax a (group 0): q_l = ê_l/Σê within
+        p_l·[1/((1 + ζ_l)(1 + H)), (1 + ζ_l)/(1 − H)], so |q_l − p_l| ≤ lw_l and q_l ≤ hw_l (floor: the
+        underflows); |Σê/Ŝ − 1| ≤ η = σ/(1 − σ), σ = min(γ_{n−1}, (1 + 2γ_{n−1}) Σ_{l≠a} q_l) bounding
+        |Ŝ − Σê|/Σê: each addition of a float sum errs by at most its smaller operand (the nearest
+        number is no farther than an operand, a number of the format), and where a sits in one operand
+        the other is a float sum of the rest, within (1 + γ_{n−1}) of it and erring by γ_{n−1} of it.
+        None where σ ≥ 1/2."""
+        near = [add(mul(add(1.0, z), div(1.0, sub_down(1.0, H))), -1.0) for _, z in ez]
+        lw = [add(mul(k, pl), floor) for k, pl in zip(near, pu)]
+        hw = [add(mul(add(1.0, k), pl), floor) for k, pl in zip(near, pu)]
+        gn = self.c.gamma(n - 1)
+        sig = min(gn, mul(add(1.0, 2 * gn), add(*(mul(k, h) for k, h in zip(size[1:], hw[1:])))))
+        return (lw, hw, div(sig, sub_down(1.0, sig))) if sig < 0.5 else None
 
     def _alone(self, x_a: Vec, m_a: list, e_a: list, values, runs: list) -> tuple:
         """(error, magnitude, grains) of the softmax mean of a sequence of one token a. Its
