@@ -47,7 +47,7 @@ def construct(dataset: Dataset, attention: str = "hardmax", width: int = 4, prog
     squeezed = compress(dataset, attention)
     bump, sep = separation(dataset, attention, squeezed)
     step("leaders")
-    lead = leader_phase(dataset, sep, per_layer, attention)
+    lead = leader_phase(dataset, sep, per_layer, attention, lowered=share > 0)
     step("collapse")
     tau_star = None
     if attention == "softmax":
