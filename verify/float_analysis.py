@@ -291,6 +291,16 @@ class Matrix:
                    *(mul(v.absdot(which, a), u.absdot(which, b)) for u, v in self.terms))
 
 
+def _weights(ez: list, pu: list, scale: float, H: float, floor: float) -> tuple[list, list]:
+    """A softmax's weights around the exact p_l ≤ pu_l: each within p_l·κ_l of it and at most
+    (1 + κ_l)·p_l, κ_l = (1 + ζ_l)·scale/(1 − H) − 1 (``scale``: the normalisation's own roundings,
+    1 for ê_l/Σê), plus ``floor`` (underflow); κ_l = ∞ where H ≥ 1."""
+    factor = div(scale, sub_down(1.0, H)) if H < 1 else None
+    kappa = [inf if factor is None else add(mul(add(1.0, z), factor), -1.0) for _, z in ez]
+    return ([add(mul(k, pl), floor) for k, pl in zip(kappa, pu)],
+            [add(mul(add(1.0, k), pl), floor) for k, pl in zip(kappa, pu)])
+
+
 def matrix(m: LowRank, fmt: Format) -> Matrix:
     return Matrix(Rounded((m.scale,), fmt), tuple((Rounded(u, fmt), Rounded(v, fmt)) for u, v in m.terms))
 
@@ -1135,12 +1145,9 @@ class Analysis:
                     ez[k] = (arb_up(e_k), arb_up(e_k / (1 - ulp4q) - 1))
             pu = [min(1.0, div(wl, total)) for wl in wu]  # p_l = w_l / Σ w, Σ w ≥ total
             H = add(*(mul(k, mul(pl, z)) for k, pl, (_, z) in zip(size, pu, ez)))
-            factor = div(fup((1 + fmt.unit) / (1 - gq)), sub_down(1.0, H)) if H < 1 else None
-            kappa = [inf if factor is None else add(mul(add(1.0, z), factor), -1.0) for _, z in ez]
+            lo_w, hi_w = _weights(ez, pu, fup((1 + fmt.unit) / (1 - gq)), H, floor)  # the float weights', p̂_l
             w_hat = [mul(add(mul(add(1.0, ulp4), mul(wl, e_)), mul(EXP_ULPS, c.tiny)), norm)
                      for wl, (e_, _) in zip(wu, ez)]  # p̂_l ≤ norm·ê_l
-            lo_w = [add(mul(k, pl), floor) for k, pl in zip(kappa, pu)]  # the weight's error bound
-            hi_w = [add(mul(add(1.0, k), pl), floor) for k, pl in zip(kappa, pu)]  # the float weight's magnitude
             em = [add(*(add(mul(lw, mg[k]), mul(pl, er[k]), mul(g, mul(hw, mg[k])))
                         for lw, hw, pl, mg, er in zip(lo_w, hi_w, pu, g_mag, g_err)), n_tiny) for k in range(d)]
             # centred on x_a: Σ p̂_l x̂_l − Σ p_l x_l = Σ (p̂_l − p_l)(x̂_l − x_a) + x_a (Σ p̂ − 1) + Σ p_l (x̂_l − x_l),
@@ -1231,9 +1238,7 @@ class Analysis:
         number is no farther than an operand, a number of the format), and where a sits in one operand
         the other is a float sum of the rest, within (1 + γ_{n−1}) of it and erring by γ_{n−1} of it.
         None where σ ≥ 1/2."""
-        near = [add(mul(add(1.0, z), div(1.0, sub_down(1.0, H))), -1.0) for _, z in ez]
-        lw = [add(mul(k, pl), floor) for k, pl in zip(near, pu)]
-        hw = [add(mul(add(1.0, k), pl), floor) for k, pl in zip(near, pu)]
+        lw, hw = _weights(ez, pu, 1.0, H, floor)  # q_l's
         gn = self.c.gamma(n - 1)
         sig = min(gn, mul(add(1.0, 2 * gn), add(*(mul(k, h) for k, h in zip(size[1:], hw[1:])))))
         return (lw, hw, div(sig, sub_down(1.0, sig))) if sig < 0.5 else None
