@@ -197,7 +197,10 @@ def summary(rows: list[dict]) -> str:
         for lo, hi in SIZES:
             sized = [r for r in mine if lo <= r["tokens"] <= hi]
             got = sum("binary32" in r.get("relative", {}) for r in sized)
-            lines.append(f"  {lo}–{hi} tokens: binary32 claim on {got} of {len(sized)}")
+            half = [(fmt, sum(r.get("relative", {}).get(fmt, 1.0) <= LIMITS[fmt] for r in sized))
+                    for fmt in ("binary16", "bfloat16") if hi <= 50]  # the issue asks half precision of these
+            lines.append(f"  {lo}–{hi} tokens: binary32 claim on {got} of {len(sized)}"
+                         + "".join(f", {fmt} within {LIMITS[fmt]:g} on {n}" for fmt, n in half))
         for fmt in ("binary32", "binary16"):
             runs = [r["runs"][fmt] for r in mine if fmt in r.get("runs", {})
                     and not r["relative"].get(fmt, 1.0) <= LIMITS[fmt]]
