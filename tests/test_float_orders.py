@@ -309,6 +309,17 @@ def test_softmax_lowers_tau_star_where_the_snaps_leave_binary16_no_room():
     assert all(relative(claims, ds)[f] == 0 for f in ("binary16", "binary32", "binary64"))
 
 
+def test_a_lowered_softmax_copies_its_lifted_codes_in_every_format():
+    """Survey seed 19 (6 tokens, equal means, d = 8): at the largest τ* no bfloat16 claim (the
+    collapse's weights of 0.05 leave its error beyond the snaps' room); at a lowered τ* with lifted
+    codes the collapse's other weights vanish in every run, which copies each code as a lone
+    token's (float_analysis._dominated), and every format's claim is 0."""
+    ds = _survey(19)
+    bundle, claims = built(ds, "softmax")
+    assert bundle.share > 0 and "bfloat16" in bundle.notes[0]
+    assert claims == dict.fromkeys(("binary64", "binary32", "binary16", "bfloat16"), 0)
+
+
 @pytest.mark.slow  # about 2 s
 @pytest.mark.parametrize("seed", [91, 142])
 def test_softmax_lowers_tau_star_for_a_binary16_claim(seed):
