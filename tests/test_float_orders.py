@@ -231,10 +231,11 @@ def test_lifted_codes_make_every_one_token_integer_softmax_model_exact_in_binary
 def test_codes_are_lifted_for_softmax_with_exact_t_and_one_token_sequences_or_a_lower_tau_star():
     """leaders.lifted: two one-token sequences of integers under softmax get the lift block (and
     claims of 0 in the formats that hold the inputs), also where decimals fill some coordinates
-    (t weighs only the others and is exact); under hardmax, or with decimals in every coordinate
-    (t errs, and a lifted code would err 4 times as much), none; with a sequence of two tokens,
-    none at the largest τ*, and at the lowered one construct keeps (its other weights vanish in
-    every run, float_analysis._dominated) the lift and claims of 0 in every format."""
+    (t weighs only the others and is exact); under hardmax, or at the largest τ* with decimals in
+    every coordinate (t errs, and a lifted code could err 4 times as much), none; with a sequence
+    of two tokens, none at the largest τ*, and at the lowered one construct keeps (its other
+    weights vanish in every run, float_analysis._dominated) the lift and claims of 0 in every
+    format."""
     def interpolation(ds, attention):
         bundle, claims = built(ds, attention)
         return bundle.construction.phases[-1], claims
