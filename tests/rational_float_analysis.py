@@ -240,9 +240,8 @@ class Analysis:
         coordinate is known and not exact."""
         if not values:  # None, False: not known
             return bound, None
-        if not is_point(x):  # an enclosure: the bound stands, the values are kept
-            return bound, (values if any(e and v is not None for v, e in zip(values, bound)) else None)
-        err = tuple(e if not e or v is None else up(abs(v - xi)) for v, xi, e in zip(values, x, bound))
+        err = bound if not is_point(x) else tuple(  # an enclosure's bound stands
+            e if not e or v is None else up(abs(v - xi)) for v, xi, e in zip(values, x, bound))
         kept = any(e and v is not None for v, e in zip(values, err))
         return (err if err != bound else bound), (values if kept else None)
 
