@@ -263,19 +263,21 @@ def _searched(tokens: list[Vec], d: int) -> list[Vec]:
 
 
 FITTED = 64  # the most distinct tokens _fitted searches a bfloat16-exact direction for
-STEPS = 1500  # its moves: a bounded cost (about 0.3 s where nothing is found), deterministic
+STEPS = 1500  # the first walk's moves: a bounded cost (about 0.3 s where it finds nothing), deterministic
+PAIRS, SHORT = 400, 10  # then as many short walks, from the best pairs of coordinates (_pairs)
 
 
 def _fitted(tokens: list[Vec], d: int) -> list[Vec]:
     """A small-integer direction on which every distinct token projects apart and a bfloat16 run
-    computes every t exactly (_exactness's level 0), found by a local search: _searched's random
-    draws rarely put a few dozen tokens apart into the at most 128 values of t that 8 significant
-    bits allow (survey seed 136: 26 tokens in d = 64, none of its 256). From the axis the tokens
-    spread most on, each step moves one entry by ±1: the move, among all 2d, that leaves the fewest
-    collisions and the least excess over the lemma's range (_exactness's measure, each term on the
-    side of its known sign), but not the undoing of a move of the last d/2 steps (a tabu search).
-    At most STEPS steps, on the coordinates whose every value is a dyadic. Empty where there are
-    none, more than FITTED tokens, or where nothing is found."""
+    computes every t exactly (_exactness's level 0), found by local search (_walk): _searched's
+    random draws rarely put a few dozen tokens apart into the at most 128 values of t that 8
+    significant bits allow (survey seed 136: 26 tokens in d = 64, none of its 256). The first walk
+    starts from the axis the tokens spread most on and takes up to STEPS moves; where it finds
+    nothing, up to PAIRS walks of SHORT moves start from pairs of coordinates that alone tell the
+    most tokens apart (_pairs): many short walks from good starts found what one long walk did
+    not (survey seeds 5 and 80: 49 and 45 integer tokens, found after about 20 000 and 90 000
+    moves from the axis, here within 400 × 10). The walks search the coordinates whose every value
+    is a dyadic. Empty where there are none, more than FITTED tokens, or where nothing is found."""
     grains = _grains(tokens, d)
     dyadic = [c for c, g in enumerate(grains) if g is not None]  # the coordinates no run rounds: w's support
     grain = _grain(grains, dyadic)
@@ -289,43 +291,85 @@ def _fitted(tokens: list[Vec], d: int) -> list[Vec]:
         # its grid
     except OverflowError:  # beyond float64 or int64: no bfloat16 number either
         return []
-    d, full = len(dyadic), d
-    w = np.zeros(d, dtype=np.int64)
-    first = int(np.argmax(X.max(axis=0) - X.min(axis=0)))
-    w[first] = 1
+    axis = np.zeros(len(dyadic), dtype=np.int64)
+    axis[int(np.argmax(X.max(axis=0) - X.min(axis=0)))] = 1
+    rng = np.random.default_rng(1357)
+    walks = chain([(axis, STEPS)], ((w, SHORT) for w in _pairs(X, grid, grain[0])))
+    for start, steps in walks:
+        if (w := _walk(start, steps, X, grid, grain[0], rng)) is not None:
+            on = dict(zip(dyadic, w.tolist()))
+            return [tuple(fmpq(on.get(c, 0)) for c in range(d))]
+    return []
+
+
+def _walk(w: np.ndarray, steps: int, X: np.ndarray, grid: np.ndarray, least: int,
+          rng: np.random.Generator) -> np.ndarray | None:
+    """A tabu search from w: each step moves one entry by ±1, the move, among all 2d, that leaves
+    the fewest collisions and the least excess over the exact evaluation lemma's range (_cost),
+    but not the undoing of a move of the last d/2 steps. The w reached with no collision within
+    the range, or None after ``steps`` moves."""
+    d = X.shape[1]
+    w = w.copy()
     # kept as w moves: the projections, on the grid and in floats, and each token's positive and
     # negative terms' sums
-    G, P = grid[:, first].copy(), X[:, first].copy()
-    pos, neg = np.maximum(P, 0), np.maximum(-P, 0)
+    terms = X * w
+    G, P = grid @ w, X @ w
+    pos, neg = np.maximum(terms, 0).sum(axis=1), np.maximum(-terms, 0).sum(axis=1)
     ks, ms = np.r_[0, np.repeat(np.arange(d), 2)], np.r_[0, np.tile([-1, 1], d)]  # the moves: entry ks[j] by
     # ms[j], the first no move (w as it is)
     tabu = np.zeros(2 * d + 1, dtype=np.int64)
-    rng = np.random.default_rng(1357)
-    for step in range(STEPS):
+    for step in range(steps):
         Gm, Pm = G[:, None] + grid[:, ks] * ms, P[:, None] + X[:, ks] * ms
         before, after = X[:, ks] * w[ks], X[:, ks] * (w[ks] + ms)
         posm = pos[:, None] + np.maximum(after, 0) - np.maximum(before, 0)
         negm = neg[:, None] + np.maximum(-after, 0) - np.maximum(-before, 0)
         low = _trailing(w, ks, ms)
-        spread = Pm.max(axis=0) - Pm.min(axis=0)
-        alpha = _powers(spread)
-        over = _over(alpha, grain[0] + np.where(low < 0, 0, low), posm.max(axis=0), negm.max(axis=0),
-                     1 / 64 - alpha * Pm.min(axis=0), NARROW[0])
-        collisions = (np.diff(np.sort(Gm, axis=0), axis=0) == 0).sum(axis=0)
-        cost = np.where(low < 0, np.inf, collisions + 2 ** NARROW[0] / 2 * np.maximum(0, over - 1))  # half a
-        # collision per value of t beyond the lemma's range
+        cost = np.where(low < 0, np.inf, _cost(Gm, Pm, posm, negm, least + np.where(low < 0, 0, low)))
         if (cost == 0).any():
             j = int(np.flatnonzero(cost == 0)[0])
             w[ks[j]] += ms[j]
-            on = dict(zip(dyadic, w.tolist()))
-            return [tuple(fmpq(on.get(c, 0)) for c in range(full))]
+            return w
         allowed = np.where(tabu <= step, cost, np.inf)
         allowed[0] = np.inf  # a step moves
         j = int(rng.choice(np.flatnonzero(allowed == allowed.min())))
         w[ks[j]] += ms[j]
         G, P, pos, neg = Gm[:, j], Pm[:, j], posm[:, j], negm[:, j]
         tabu[j + 1 if j % 2 else j - 1] = step + max(3, d // 2)  # the move that undoes it
-    return []
+    return None
+
+
+def _cost(G: np.ndarray, P: np.ndarray, pos: np.ndarray, neg: np.ndarray, exponent) -> np.ndarray:
+    """Per column (a candidate w): the tokens' collisions on the grid, plus half a collision per
+    value of t beyond the exact evaluation lemma's range in bfloat16 (_over). ``G``, ``P``: per
+    token w·x on the grid and in floats; ``pos``, ``neg``: its positive and negative terms' sums;
+    ``exponent``: the least bits of the weighed coordinates and of w."""
+    spread = P.max(axis=0) - P.min(axis=0)
+    alpha = _powers(spread)
+    over = _over(alpha, exponent, pos.max(axis=0), neg.max(axis=0), 1 / 64 - alpha * P.min(axis=0), NARROW[0])
+    collisions = (np.diff(np.sort(G, axis=0), axis=0) == 0).sum(axis=0)
+    return collisions + 2 ** NARROW[0] / 2 * np.maximum(0, over - 1)
+
+
+def _pairs(X: np.ndarray, grid: np.ndarray, least: int) -> list[np.ndarray]:
+    """Up to PAIRS starts w = e_a + m·e_b (a ≠ b, m one more than coordinate a's spread on the
+    grid, so that w·x tells apart tokens that differ on a or b), least cost first (_cost), ties
+    to the earlier pair. None where the grid spreads beyond 2^20: no 8-bit t holds such keys."""
+    n, d = grid.shape
+    span = grid.max(axis=0) - grid.min(axis=0) + 1
+    if d < 2 or span.max() > 2 ** 20:
+        return []
+    a, b = (v.ravel() for v in np.meshgrid(np.arange(d), np.arange(d), indexing="ij"))
+    a, b = a[a != b], b[a != b]
+    m = span[a]
+    G, P = grid[:, a] + grid[:, b] * m, X[:, a] + X[:, b] * m
+    absolute = np.abs(X[:, a]) + np.abs(X[:, b]) * m
+    cost = _cost(G, P, (absolute + P) / 2, (absolute - P) / 2, least)
+    out = []
+    for j in np.argsort(cost, kind="stable")[:PAIRS]:
+        w = np.zeros(d, dtype=np.int64)
+        w[a[j]], w[b[j]] = 1, m[j]
+        out.append(w)
+    return out
 
 
 def _over(alpha, exponent, positive, negative, beta, p: int):

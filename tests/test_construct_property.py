@@ -273,6 +273,24 @@ def test_the_fitted_search_finds_survey_seed_136s_direction():
     assert _fitted(tokens, doc["d"])
 
 
+@pytest.mark.parametrize("seed", [5, 80])
+def test_short_walks_from_pairs_of_coordinates_find_what_the_long_walk_does_not(seed):
+    """Survey seeds 5 and 80: 49 and 45 integer tokens in [-5, 5]^16 and [-5, 5]^64, which a
+    bfloat16-exact t must put apart into at most 128 values. The walk from the widest axis finds
+    no direction within its 1500 moves (it needs about 20 000 and 90 000); the short walks from
+    the pairs of coordinates that alone tell the most tokens apart do."""
+    import float_survey
+    from tfcert.construct import separation
+
+    _, doc = float_survey.dataset(seed)
+    tokens = [tuple(fmpq(int(v)) for v in x) for p in doc["pairs"] for x in p["input"]]
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(separation, "PAIRS", 0)
+        assert separation._fitted(tokens, doc["d"]) == []
+    (w,) = separation._fitted(tokens, doc["d"])
+    assert len({sum((a * b for a, b in zip(w, x)), fmpq(0)) for x in tokens}) == len(set(tokens))
+
+
 def test_a_projection_is_exact_where_the_coordinates_it_weighs_are():
     """separation._exact_projection reads only the coordinates the row weighs: a third in a
     coordinate of weight 0 does not make t inexact (0·x̂ = 0), one in a weighed coordinate does."""

@@ -349,14 +349,16 @@ def test_tau_star_is_the_largest_where_no_float_analysis_stops_after_the_collaps
 
 @pytest.mark.parametrize("seed", [136, 168, pytest.param(8, marks=pytest.mark.slow),
                                   pytest.param(40, marks=pytest.mark.slow), pytest.param(166, marks=pytest.mark.slow),
-                                  pytest.param(192, marks=pytest.mark.slow)])
+                                  pytest.param(192, marks=pytest.mark.slow), pytest.param(5, marks=pytest.mark.slow),
+                                  pytest.param(80, marks=pytest.mark.slow)])
 def test_integer_survey_datasets_of_up_to_64_codes_get_a_bfloat16_claim_of_0(seed):
     """Survey seeds 136 (26 tokens, d = 64) and 168 (28 tokens, d = 4), and 8, 40, 166, 192 (40–44
-    tokens, 36–44 codes) under hardmax: a direction that a bfloat16 run computes exactly (the
-    separation's tabu search) and snaps whose breakpoints are bfloat16 numbers (a copied code's
-    plateau R'/2; for 33 … 64 codes, codes that start low) make every layer exact in bfloat16:
-    the claim is 0 (before: none, t rounded at the separation, or the snaps' breakpoints of 9
-    bits rounded)."""
+    tokens, 36–44 codes), 5 and 80 (49 and 45 one-token sequences) under hardmax: a direction that
+    a bfloat16 run computes exactly (the separation's tabu search; for 5 and 80 one of its short
+    walks from a pair of coordinates) and snaps whose breakpoints are bfloat16 numbers (a copied
+    code's plateau R'/2; for 33 … 64 codes, codes that start low) make every layer exact in
+    bfloat16: the claim is 0 (before: none, t rounded at the separation, or the snaps' breakpoints
+    of 9 bits rounded)."""
     ds = _survey(seed)
     _, claims = built(ds, "hardmax")
     assert claims.get("bfloat16") == 0 and claims.get("binary16") == 0
