@@ -77,6 +77,17 @@ class Rounded:
 
 
 
+def _combinations(sets) -> list:
+    """Every value tuple per-coordinate sets allow (None: unknown), or beyond 16 of them one that
+    leaves each coordinate of several values unknown (determined.choices)."""
+    out = [()]
+    for v in sets:
+        out = [t + (w,) for t in out for w in ((None,) if v is None else sorted(v))]
+    if len(out) <= 16:
+        return out
+    return [tuple(None if v is None or len(v) > 1 else min(v) for v in sets)]
+
+
 def _lone_runs(x: fmpq, fmt: Format) -> set | None:
     """The values a one-token sequence's softmax mean takes on a coordinate of known value x: exp(0)
     any number of the format within 4u of 1 (spacing u below 1, 2u above), each normalisation
@@ -214,6 +225,7 @@ class Analysis:
             self.failure = f"the input does not fit {fmt.name}: {exc}"
             self.err, self.val, flat = [], [], []
         self.gr: list = [None] * len(self.err)  # per token where some coordinate errs: its grains from its terms
+        self.alt: list = [None] * len(self.err)  # per token: the value tuples a run may take, where more than one
         self._refresh(flat)
 
     # ---- helpers
@@ -233,17 +245,26 @@ class Analysis:
             return self.val[g]
         return tuple(v if not ej else None for v, ej in zip(x, e)) if not all(e) else None
 
-    def _settle(self, values, x, bound) -> tuple:
-        """(errors, values) of a token with float values ``values`` (None, or None
-        where not known), exact value x and error bounds ``bound``: a known
-        value's error is |x̂ − x| itself. Values are kept only where some
-        coordinate is known and not exact."""
-        if not values:  # None, False: not known
-            return bound, None
+    def _choices(self, g: int, x, e) -> list:
+        """Token g's alternatives, or its known values alone ([] where none)."""
+        if self.alt[g] is not None:
+            return list(self.alt[g])
+        v = self._values(g, x, e)
+        return [v] if v else []
+
+    def _settle(self, runs, x, bound) -> tuple:
+        """(errors, values, alternatives) of a token whose float values are one of ``runs``
+        (float_analysis._settle): a coordinate every run knows errs by the largest |x̂ − x|."""
+        runs = list(dict.fromkeys(runs))
+        if not runs:
+            return bound, None, None
+        known = [all(r[c] is not None for r in runs) for c in range(len(bound))]
         err = bound if not is_point(x) else tuple(  # an enclosure's bound stands
-            e if not e or v is None else up(abs(v - xi)) for v, xi, e in zip(values, x, bound))
-        kept = any(e and v is not None for v, e in zip(values, err))
-        return (err if err != bound else bound), (values if kept else None)
+            up(max(abs(r[c] - xi) for r in runs)) if e and k else e for c, (xi, e, k) in enumerate(zip(x, bound, known)))
+        if not any(e and k for e, k in zip(err, known)):
+            return (err if err != bound else bound), None, None
+        values = tuple(runs[0][c] if all(r[c] == runs[0][c] for r in runs) else None for c in range(len(bound)))
+        return (err if err != bound else bound), values, (tuple(runs) if len(runs) > 1 else None)
 
     def _mag(self, x, e) -> list:
         """Per coordinate: a bound on |x̂| (and on |x| over the enclosure)."""
@@ -353,9 +374,9 @@ class Analysis:
                                             W, writers, lambda: f"{where}: token {self._ref(g)}")
             bound, off, grains = done[same] if same is not None else done.pop(None)
             self.gr[g] = tuple(grains) if any(bound) else None
-            v = self._values(g, before[g], self.err[g]) if any(bound) else None
-            v = v and is_point(after[g]) and determined.ff(v, after[g], bound, eta, U, b, W, writers, off, self.fmt)
-            self.err[g], self.val[g] = self._settle(v, after[g], bound)
+            runs = self._choices(g, before[g], self.err[g]) if any(bound) and is_point(after[g]) else []
+            runs = [determined.ff(v, after[g], bound, eta, U, b, W, writers, off, self.fmt) for v in runs]
+            self.err[g], self.val[g], self.alt[g] = self._settle(runs, after[g], bound)
         if len(todo) == len(before):
             self._refresh(after)
         else:
@@ -525,7 +546,7 @@ class Analysis:
         plain = rho.exact[0] == rho.hat[0] and rho.hat[0] in (0, 1)  # ρ̂ x̂_c is x̂_c or 0, exactly
         copied = [plain and V.zero_row(c) for c in range(self.d)]  # and V's row c is 0: x̂_c + 0 or 0 + 0
         forget = rho.exact[0] == 0 and rho.hat[0] == 0  # the output is V m_i alone
-        new, values, gr = [], [], []
+        new, values, gr, alts = [], [], [], []
         for j, seq in enumerate(step.before):
             o = self.offsets[j]
             errs = self.err[o:o + len(seq)]
@@ -534,7 +555,8 @@ class Analysis:
             known = None  # per token, the known values of its attention mean (hardmax): ``mean(i)``
             if softmax and len(seq) == 1 and is_point(seq[0]):  # ŝ/τ̂ is finite: the checks above
                 v = self._values(o, seq[0], errs[0]) or (None,) * self.d
-                runs = [None if c is None else _lone_runs(c, self.fmt) for c in v]
+                read = V.columns(self.d)  # the coordinates V reads: the others' values change nothing
+                runs = [None if c is None or k not in read else _lone_runs(c, self.fmt) for k, c in enumerate(v)]
                 means, known = [self._alone(seq[0], mags[0], errs[0], v, runs)], "alone"
             elif A.literal_zero:
                 means = [self._uniform(seq, mags, errs, softmax, V.columns(self.d))] * len(seq)
@@ -552,37 +574,40 @@ class Analysis:
                 known = [att.argmax[0] for att in step.attention[j]]  # unique: _hardmax proved it
             per_mean, outs, tied = {}, {}, []  # by the mean's identity (a hardmax mean is its argmax's)
 
-            def mean(i: int):
-                """The known values of token i's mean: its argmax token's, the tie average (once), a lone token's."""
+            def mean(i: int) -> list:
+                """The alternatives of token i's mean's known values: its argmax token's, the tie
+                average (once), a lone or dominant token's (each value a run may give)."""
                 if known == "alone":
-                    return tuple(min(r) if r is not None and len(r) == 1 else None for r in runs)
+                    return _combinations(runs)
                 if softmax and known is not None:
-                    return known[i]
+                    return _combinations(known[i]) if known[i] is not None else [None]
                 if known != "tied":
-                    return known and self._values(o + known[i], seq[known[i]], errs[known[i]])
+                    return (known and self._choices(o + known[i], seq[known[i]], errs[known[i]])) or [None]
                 if not tied:  # a literal-zero A: every token of the sequence tied
                     tied.append(determined.mean([self._values(o + l, x, e) for l, (x, e) in
                                                  enumerate(zip(seq, errs))], self.fmt, range(self.d)))
-                return tied[0]
+                return [tied[0]]
             for i, e in enumerate(errs):
                 which = (id(means[i][0]), id(means[i][1]))
                 if which not in per_mean:
                     per_mean[which] = self._sa_out(means[i], rho, V, copied)
                 if (slot := which if forget else i) not in outs:  # with ρ = 0 the bound is the mean's alone
                     outs[slot] = per_mean[which](mags[i], e)
-                x, v = after[o + i], None
-                if any(outs[slot]) and (v := self._values(o + i, seq[i], e)):
-                    forms = determined.forms(mean(i), V, self.fmt, self._rows)
+                x, found = after[o + i], []
+                if any(outs[slot]):
                     fixed = x if is_point(x) else tuple(lo if lo == hi else None for lo, hi in
                                                         (coordinate_range(x, c) for c in range(self.d)))
-                    v = determined.attention(v, forms, rho, copied, fixed, outs[slot], self.fmt)
-                bound, v = self._settle(v, x, outs[slot])
+                    found = [determined.attention(v, determined.forms(m, V, self.fmt, self._rows), rho, copied, fixed,
+                                                  outs[slot], self.fmt)
+                             for v in self._choices(o + i, seq[i], e) for m in mean(i)]
+                bound, v, a = self._settle(found, x, outs[slot])
                 new.append(bound)
                 values.append(v)
+                alts.append(a)
                 gr.append(tuple(self._sa_grains(rho, V, copied, means[i][2], [
                     self._grain(seq[i], e, c, vals[i], stored[i]) for c in range(self.d)]))
                     if any(bound) and len(means[i]) > 2 else None)
-        self.err, self.val, self.gr = new, values, gr
+        self.err, self.val, self.gr, self.alt = new, values, gr, alts
         self._refresh(after)
 
     def _sa_grains(self, rho: Rounded, V: Matrix, copied: list[bool], gm: list, gq: list) -> list:
@@ -816,7 +841,7 @@ class Analysis:
                 runs[c] = r
                 em[c] = min(em[c], max(abs(v - seq[a][c]) for v in r) + noise[c])
                 mm[c] = min(mm[c], max(max(abs(v) for v in r), abs(seq[a][c]) + noise[c]))
-                known[c] = min(r) if len(r) == 1 else None
+                known[c] = frozenset(r)
         if not runs:
             return em, mm
         grains = [min((valuation(v) for v in runs[c] if v), default=None) if c in runs else

@@ -17,6 +17,7 @@ from flint import fmpq
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from tfcert.verify import determined
 from tfcert.verify.enclose import Path
 from tfcert.verify.evaluate import Replay
 from tfcert.verify.float_analysis import Analysis, rational
@@ -442,6 +443,42 @@ def test_a_one_token_softmax_row_can_miss_by_an_ulp(fmt):
     assert forward(model, inputs, run) == [[[Q(5, 4) + 2 * u, Q(0)]]]
     bound, seen = assert_within(model, inputs, fmt, runs=0)
     assert seen == 2 * u and 2 * u <= bound <= 2 * u * (1 + Q(1, 2 ** 40))  # binary64 rounded up
+
+
+def _lone_then(ff: FF) -> Model:
+    """The one-token softmax row above (its mean y within an ulp of y, one way or another), then ``ff``."""
+    return Model(2, "softmax", (Block(_identity(2), SA(Q(0), LowRank(Q(0)), LowRank(Q(1)))),
+                                Block(ff, SA(Q(1), LowRank(Q(0)), LowRank(Q(0))))), Q(1))
+
+
+@pytest.mark.parametrize("fmt", ALL)
+def test_an_ff_evaluated_on_each_value_of_a_lone_mean_is_bounded_by_the_farthest_one(fmt):
+    """x_0 − relu(x_0 − 5/4) at a threshold the lone mean straddles: its values 5/4 − 2u, 5/4 and
+    5/4 + 2u (determined.alone; a token's alternatives, determined.choices) give 5/4 − 2u, 5/4
+    and 5/4, each computed, so the bound is 2u, which an emulated run reaches. With one value to a
+    token the unit may switch on an enclosure of x̂_0, and its error adds to x̂_0's: 4u."""
+    u = FORMATS[fmt].unit
+    model = _lone_then(FF(Q(1), (_e(2, 0),), (Q(-5, 4),), ((Q(-1),), (Q(0),))))
+    inputs = [((Q(5, 4), Q(0)),)]
+    assert determined.alone(Q(5, 4), FORMATS[fmt]) == {Q(5, 4) - 2 * u, Q(5, 4), Q(5, 4) + 2 * u}
+    assert assert_within(model, inputs, fmt, runs=4) == (2 * u, 2 * u)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(determined, "CHOICES", 1)  # more than one value: unknown
+        assert analyse(model, inputs, fmt)[0].bound > 3 * u
+
+
+@pytest.mark.parametrize("fmt", ALL)
+def test_an_ff_that_keeps_a_lone_means_values_apart_is_bounded_by_the_farthest(fmt):
+    """x_0 + relu(x_0 − 5/4) doubles the lone mean's ulp: 5/4 stays, 5/4 + 2u becomes 5/4 + 4u,
+    which the run that normalises after the sum (exp(0) = 1 − 4u) reaches. The bound is that
+    4u exactly; an analysis that kept one alternative only would prove 0, and this run misses it."""
+    u = FORMATS[fmt].unit
+    model = _lone_then(FF(Q(1), (_e(2, 0),), (Q(-5, 4),), ((Q(1),), (Q(0),))))
+    inputs = [((Q(5, 4), Q(0)),)]
+    run = Run(fmt, "forward", 0, norm_form="divided_after", push=-1)
+    assert forward(model, inputs, run) == [[[Q(5, 4) + 4 * u, Q(0)]]]
+    bound, seen = assert_within(model, inputs, fmt, runs=0)
+    assert seen == 4 * u and 4 * u <= bound <= 4 * u * (1 + Q(1, 2 ** 40))  # binary64 rounded up
 
 
 def dominated_model(rng: random.Random, fmt: str, d: int | None = None):

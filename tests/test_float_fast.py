@@ -72,6 +72,22 @@ def test_some_bundle_gets_a_bound_in_each_of_two_formats():
         assert bound is not None and bound > 0
 
 
+@pytest.mark.parametrize("fmt", sorted(FORMATS))
+@pytest.mark.parametrize("bias", [(-5, 4), (-1, 1), (-3, 2)])
+def test_the_reference_takes_a_lone_means_alternatives_as_the_analysis_does(bias, fmt):
+    """A one-token softmax row whose mean of 5/4 is 5/4 or 5/4 ± 2u, then x_0 ± relu(x_0 + bias):
+    each alternative through the ReLU, in both (determined.choices; the reference's own product)."""
+    d, one = 2, fmpq(1)
+    lone = SA(fmpq(0), LowRank(fmpq(0)), LowRank(one))
+    for w in (one, -one):
+        snap = FF(one, ((one, fmpq(0)),), (fmpq(*bias),), ((w,), (fmpq(0),)))
+        model = Model(d, "softmax", (Block(FF(one, (), (), ((), ())), lone),
+                                     Block(snap, SA(one, LowRank(fmpq(0)), LowRank(fmpq(0))))), one)
+        fast, exact = bounds(model, [((fmpq(5, 4), fmpq(0)),)], fmt)
+        assert_close(fast, exact, (bias, fmt, w))
+        assert fast[0] > 0 or bias == (-1, 1) and w == -one
+
+
 @pytest.mark.slow
 @settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(datasets(max_d=5, max_n_seq=4, max_len=4, max_tokens=12), st.sampled_from(["hardmax", "softmax"]),

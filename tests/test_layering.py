@@ -176,8 +176,9 @@ PARTS = {
     # one power-of-two entry of at least 1, a collapse's copy of the code, known to multiply a
     # softmax mean exactly; a softmax mean with a unique argmax whose normalisation is counted once,
     # each float sum's rounding bounded by its terms but the argmax's; a softmax mean whose other
-    # weights vanish in every run, given a lone token's values and kept over an enclosure)
-    "float analysis": (("floats.py", "float_analysis.py", "determined.py"), 1114),
+    # weights vanish in every run, given a lone token's values and kept over an enclosure; a token's
+    # alternatives, where its values are one of a few tuples, each taken through the later layers)
+    "float analysis": (("floats.py", "float_analysis.py", "determined.py"), 1129),
 }
 
 

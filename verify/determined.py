@@ -19,6 +19,8 @@ A value is an exact rational (a number of the format); None: not known."""
 from __future__ import annotations
 
 from functools import cache, lru_cache
+from itertools import product
+from math import prod
 
 from flint import fmpq
 
@@ -157,6 +159,19 @@ def dominated(x: fmpq, slack: fmpq, weights: fmpq, fmt: Format) -> frozenset | N
     except OverflowError:
         return None
     return alone(x, fmt)
+
+
+CHOICES = 16  # the most alternatives a token's known values keep
+
+
+def choices(sets) -> tuple:
+    """The value tuples that per-coordinate sets of values allow (None: unknown), every
+    combination — a run's coordinates need not vary together — or, beyond CHOICES of them, one
+    that leaves each coordinate of more than one value unknown."""
+    options = [(None,) if v is None else tuple(sorted(v)) for v in sets]
+    if prod(len(o) for o in options) > CHOICES:
+        options = [o if len(o) == 1 else (None,) for o in options]
+    return tuple(product(*options))
 
 
 def knowable(mean, copied, bound) -> bool:

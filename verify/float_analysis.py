@@ -368,6 +368,9 @@ class Analysis:
         # gr: per token, where some coordinate errs, an exponent per coordinate (None: not known) that
         # its float value is a multiple of in every run, from the terms it was computed from (_floor)
         self.gr: list = [None] * len(self.err)
+        # alt: per token, where its known values are one of a few tuples (a lone token's softmax
+        # mean, rounded one way or another), those tuples; val then holds what they share
+        self.alt: list = [None] * len(self.err)
         self._refresh(flat, mags)
         self._inputs.clear()
 
@@ -405,17 +408,26 @@ class Analysis:
             return self.val[g]
         return tuple(v if not ej else None for v, ej in zip(x, e)) if not all(e) else None
 
-    def _settle(self, values, x, bound) -> tuple:
-        """(errors, values) of a token with float values ``values`` (None, or None
-        where not known), exact value x and error bounds ``bound``: a known
-        value's error is |x̂ − x| itself. Values are kept only where some
-        coordinate is known and not exact."""
-        if not values:  # None, False: not known
-            return bound, None
+    def _choices(self, g: int, x, e) -> tuple:
+        """Token g's alternatives (``alt[g]``), else its known values alone (() where none)."""
+        if self.alt[g] is not None:
+            return self.alt[g]
+        return (v,) if (v := self._values(g, x, e)) else ()
+
+    def _settle(self, runs, x, bound) -> tuple:
+        """(errors, values, alternatives) of a token whose float values are one of ``runs`` (value
+        tuples, None where not known; () where none is), exact value x and error bounds ``bound``:
+        a coordinate every run knows errs by the largest |x̂ − x| itself. Values are kept only
+        where some coordinate is known and not exact: what the runs share, and the runs where they
+        differ."""
+        runs = tuple(dict.fromkeys(runs))
+        known = [bool(runs) and all(r[c] is not None for r in runs) for c in range(len(bound))]
         err = bound if not is_point(x) else tuple(  # an enclosure's bound stands
-            e if not e or v is None else fup(abs(v - xi)) for v, xi, e in zip(values, x, bound))
-        kept = any(e and v is not None for v, e in zip(values, err))
-        return (err if err != bound else bound), (values if kept else None)
+            fup(max(abs(r[c] - xi) for r in runs)) if e and k else e for c, (xi, e, k) in enumerate(zip(x, bound, known)))
+        if not any(e and k for e, k in zip(err, known)):
+            return (err if err != bound else bound), None, None
+        values = tuple(v if all(r[c] == v for r in runs) else None for c, v in enumerate(runs[0]))
+        return (err if err != bound else bound), values, (runs if len(runs) > 1 else None)
 
     def _fixed(self, x) -> tuple:
         """Per coordinate the exact value where it is one number (all of a point's), else None."""
@@ -563,7 +575,7 @@ class Analysis:
         done: dict[tuple, tuple] = {}  # equal tokens with equal errors (a cluster at a snap): one bound
         for g in todo:
             if g in exact:  # what _ff_token would find: every sum exact, every output error 0
-                self.err[g], self.val[g], self.gr[g] = self._exact_err, None, None
+                self.err[g], self.val[g], self.gr[g], self.alt[g] = self._exact_err, None, None, None
                 continue
             same = (key(before[g]), self.err[g], _known(self.val[g]), self.gr[g]) if is_point(before[g]) else None
             if same not in done:
@@ -574,9 +586,9 @@ class Analysis:
                     raise Failed(f"token {self._ref(g)}: {exc}") from None
             bound, off, grains = done[same] if same is not None else done.pop(None)
             self.gr[g] = self._keep(grains, bound)
-            v = self._values(g, before[g], self.err[g]) if any(bound) else None
-            v = v and is_point(after[g]) and determined.ff(v, after[g], bound, eta, U, b, W, writers, off, self.fmt)
-            self.err[g], self.val[g] = self._settle(v, after[g], bound)
+            runs = self._choices(g, before[g], self.err[g]) if any(bound) and is_point(after[g]) else ()
+            runs = [determined.ff(v, after[g], bound, eta, U, b, W, writers, off, self.fmt) for v in runs]
+            self.err[g], self.val[g], self.alt[g] = self._settle(runs, after[g], bound)
             if self._give_up is not None and max(self.err[g], default=0.0) > self._give_up:
                 raise Failed(self._gave_up())  # at once: a low precision may make every token uncertain
         if len(todo) == len(before):
@@ -859,7 +871,7 @@ class Analysis:
         copied = [plain and V.zero_row(c) for c in range(self.d)]  # and V's row c is 0: x̂_c + 0 or 0 + 0
         read = V.columns(self.d)  # the coordinates of a mean that V reads
         forget = rho.exact[0] == 0 and rho.hat[0] == 0  # the output is V m_i alone
-        new, values, gr, sa = [], [], [], self.model.blocks[step.block].sa
+        new, values, gr, alts, sa = [], [], [], [], self.model.blocks[step.block].sa
         for j, seq in enumerate(step.before):
             o = self.offsets[j]
             errs = self.err[o:o + len(seq)]
@@ -885,21 +897,21 @@ class Analysis:
                 known = [att.argmax[0] for att in step.attention[j]]  # unique: _hardmax proved it
             per_mean, outs, known_means, grains = {}, {}, {}, {}  # by the mean (a hardmax mean is its argmax's)
 
-            def mean(i: int):
-                """determined.forms of token i's mean's known values, once per mean (by its argmax
-                token; the tie; the lone token): its argmax token's, the tie average, or a lone
-                token's where every run gives one value."""
+            def mean(i: int) -> list:
+                """determined.forms of each alternative of token i's mean's known values, once per
+                mean (by its argmax token; the tie; the lone token): its argmax token's, the tie
+                average, or a lone or dominant token's, each value a run may give."""
                 if (at := known[i] if isinstance(known, list) else known) not in known_means:
                     if known == "alone":
-                        m = tuple(next(iter(r)) if r is not None and len(r) == 1 else None for r in runs)
+                        ms = determined.choices(runs)
                     elif known == "tied":  # a literal-zero A: every token of the sequence tied
-                        m = determined.mean([self._values(o + l, x, e) for l, (x, e) in enumerate(zip(seq, errs))],
-                                            self.fmt, read)
-                    elif softmax:  # a dominated mean's known values (None: not dominated)
-                        m = at
+                        ms = (determined.mean([self._values(o + l, x, e) for l, (x, e) in enumerate(zip(seq, errs))],
+                                              self.fmt, read),)
+                    elif softmax:  # a dominated mean's values per coordinate (None: not dominated)
+                        ms = determined.choices(at) if at is not None else (None,)
                     else:
-                        m = known and self._values(o + at, seq[at], errs[at])
-                    known_means[at] = determined.forms(m, V, self.fmt, self._rows)
+                        ms = self._choices(o + at, seq[at], errs[at]) or (None,)
+                    known_means[at] = [determined.forms(m, V, self.fmt, self._rows) for m in ms]
                 return known_means[at]
             for i, e in enumerate(errs):
                 which = (id(means[i][0]), id(means[i][1]))
@@ -910,13 +922,14 @@ class Analysis:
                         outs[slot] = per_mean[which](mags[i], e)
                     except Failed as exc:  # named, as in _ff
                         raise Failed(f"token [{j}, {i}]: {exc}") from None
-                x, v = after[o + i], None
-                if (any(outs[slot]) and determined.knowable(mean(i), copied, outs[slot])
-                        and (v := self._values(o + i, seq[i], e))):
-                    v = determined.attention(v, mean(i), rho, copied, self._fixed(x), outs[slot], self.fmt)
-                bound, v = self._settle(v, x, outs[slot])
+                x, found = after[o + i], []
+                if any(outs[slot]) and any(determined.knowable(f, copied, outs[slot]) for f in mean(i)):
+                    found = [determined.attention(v, f, rho, copied, self._fixed(x), outs[slot], self.fmt)
+                             for v in self._choices(o + i, seq[i], e) for f in mean(i)]
+                bound, v, a = self._settle(found, x, outs[slot])
                 new.append(bound)
                 values.append(v)
+                alts.append(a)
                 if any(bound) and len(means[i]) > 2:  # a copied argmax token, a lone or dominant one: m̂'s grains
                     if (at := which if not rho.hat[0] else i) not in grains:  # with ρ̂ = 0, the mean's alone
                         grains[at] = self._sa_grains(rho, V, copied, means[i][2], lambda c: self._grain(
@@ -924,7 +937,7 @@ class Analysis:
                     gr.append(self._keep(grains[at], bound))
                 else:
                     gr.append(None)
-        self.err, self.val, self.gr = new, values, gr
+        self.err, self.val, self.gr, self.alt = new, values, gr, alts
         self._refresh(after)
 
     def _sa_grains(self, rho: Rounded, V: Matrix, copied: list[bool], gm: list, gq) -> list:
@@ -1197,8 +1210,8 @@ class Analysis:
 
     def _dominated(self, j: int, a: int, seq, errs, read, mean: tuple, groups: tuple) -> tuple:
         """The mean (em, mm) of a softmax with a unique exact argmax a (group 0), as (error,
-        magnitude, grains, known values) where on a coordinate ``read`` of a's known value every run
-        gives a lone token's mean (determined.dominated, which asks that the others' exps, each
+        magnitude, grains, each coordinate's values) where on a coordinate ``read`` of a's known value
+        every run gives a lone token's mean (determined.dominated, which asks that the others' exps, each
         ê_l ≤ ŵ_l = e^{ω_l}·w_l·(1 + 4u)·…, sum to less than half an ulp of 1, and that their terms,
         at most K·ŵ_l·|x̂_l|, K = (1 + u)³/(1 − 4u), in any form, vanish beside a's). Each
         e^{ω_l}·w_l is then below 1, so ẑ_l − ẑ_a < 0 (rounding is monotone) and ê_a = exp(0).
@@ -1222,7 +1235,7 @@ class Analysis:
                 runs[k] = r
                 em[k] = min(em[k], add(fup(max(abs(v - seq[a][k]) for v in r)), noise[k]))
                 mm[k] = min(mm[k], max(fup(max(abs(v) for v in r)), add(fup(abs(seq[a][k])), noise[k])))
-                known[k] = next(iter(r)) if len(r) == 1 else None
+                known[k] = r
         if not runs:
             return mean
         grains = [min((valuation(v) for v in runs[k] if v), default=None) if k in runs else self._grain_above(
