@@ -264,7 +264,7 @@ class Analysis:
         if not any(e and k for e, k in zip(err, known)):
             return (err if err != bound else bound), None, None
         values = tuple(runs[0][c] if all(r[c] == runs[0][c] for r in runs) else None for c in range(len(bound)))
-        return (err if err != bound else bound), values, (tuple(runs) if len(runs) > 1 else None)
+        return (err if err != bound else bound), values, (tuple(runs) if 1 < len(runs) <= 16 else None)
 
     def _mag(self, x, e) -> list:
         """Per coordinate: a bound on |x̂| (and on |x| over the enclosure)."""

@@ -481,6 +481,25 @@ def test_an_ff_that_keeps_a_lone_means_values_apart_is_bounded_by_the_farthest(f
     assert seen == 4 * u and 4 * u <= bound <= 4 * u * (1 + Q(1, 2 ** 40))  # binary64 rounded up
 
 
+def test_a_tokens_alternatives_stay_few_across_layers():
+    """Four softmax layers (ρ = 1) over one token, each V adding the lone mean of two coordinates of
+    7/4 (three values each) to two fresh ones: a mean's 9 alternatives times the token's would
+    grow ninefold a layer; a token keeps at most CHOICES of them, else what they share (found by
+    the red team: 9^k alternatives, minutes at k = 5). Every coordinate still errs by an ulp."""
+    layers, per = 4, 2
+    d = 2 * per * layers
+    blocks = tuple(Block(_identity(d), SA(Q(1), LowRank(Q(0)), LowRank(Q(0), tuple(
+        (_e(d, c + per * layers), _e(d, c)) for c in range(per * k, per * k + per))))) for k in range(layers))
+    model = Model(d, "softmax", blocks, Q(1))
+    inputs = [((Q(7, 4),) * (d // 2) + (Q(0),) * (d // 2),)]
+    analysis, replay = Analysis(model, inputs, FORMATS["binary32"]), Replay(model, inputs)
+    for step in replay.steps():
+        analysis.step(step)
+        assert analysis.alt[0] is None or len(analysis.alt[0]) <= determined.CHOICES
+    analysis.finish()
+    assert analysis.bound == FORMATS["binary32"].unit * 2
+
+
 def dominated_model(rng: random.Random, fmt: str, d: int | None = None):
     """A softmax layer whose scores single out one token of each sequence by a wide margin at a low
     temperature (scale·x_i0·x_l0, every x_0 > 0 and distinct: the argmax is the largest x_0), V

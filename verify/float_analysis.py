@@ -419,7 +419,7 @@ class Analysis:
         tuples, None where not known; () where none is), exact value x and error bounds ``bound``:
         a coordinate every run knows errs by the largest |x̂ − x| itself. Values are kept only
         where some coordinate is known and not exact: what the runs share, and the runs where they
-        differ."""
+        differ, at most CHOICES of them (a mean's and a token's alternatives multiply)."""
         runs = tuple(dict.fromkeys(runs))
         known = [bool(runs) and all(r[c] is not None for r in runs) for c in range(len(bound))]
         err = bound if not is_point(x) else tuple(  # an enclosure's bound stands
@@ -427,7 +427,7 @@ class Analysis:
         if not any(e and k for e, k in zip(err, known)):
             return (err if err != bound else bound), None, None
         values = tuple(v if all(r[c] == v for r in runs) else None for c, v in enumerate(runs[0]))
-        return (err if err != bound else bound), values, (runs if len(runs) > 1 else None)
+        return (err if err != bound else bound), values, (runs if 1 < len(runs) <= determined.CHOICES else None)
 
     def _fixed(self, x) -> tuple:
         """Per coordinate the exact value where it is one number (all of a point's), else None."""
