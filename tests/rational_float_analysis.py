@@ -373,6 +373,8 @@ class Analysis:
                 done[same] = self._ff_token(before[g], self.err[g], self.mag[g], self.val[g], self.gr[g], eta, U, b,
                                             W, writers, lambda: f"{where}: token {self._ref(g)}")
             bound, off, grains = done[same] if same is not None else done.pop(None)
+            if eta.hat[0] == 1 and eta.exact[0] == 1 and all(off[k] or not any(w.hat[k] for w in W) for k in range(len(U))):
+                continue  # x̂ passes unchanged, with its values: a token the fast analysis's reach leaves out
             self.gr[g] = tuple(grains) if any(bound) else None
             runs = self._choices(g, before[g], self.err[g]) if any(bound) and is_point(after[g]) else []
             runs = [determined.ff(v, after[g], bound, eta, U, b, W, writers, off, self.fmt) for v in runs]
