@@ -245,7 +245,7 @@ class Analysis:
             return self.val[g]
         return tuple(v if not ej else None for v, ej in zip(x, e)) if not all(e) else None
 
-    def _choices(self, g: int, x, e) -> list:
+    def _alternatives(self, g: int, x, e) -> list:
         """Token g's alternatives, or its known values alone ([] where none)."""
         if self.alt[g] is not None:
             return list(self.alt[g])
@@ -260,7 +260,8 @@ class Analysis:
             return bound, None, None
         known = [all(r[c] is not None for r in runs) for c in range(len(bound))]
         err = bound if not is_point(x) else tuple(  # an enclosure's bound stands
-            up(max(abs(r[c] - xi) for r in runs)) if e and k else e for c, (xi, e, k) in enumerate(zip(x, bound, known)))
+            up(max(abs(r[c] - xi) for r in runs)) if e and k else e
+            for c, (xi, e, k) in enumerate(zip(x, bound, known)))
         if not any(e and k for e, k in zip(err, known)):
             return (err if err != bound else bound), None, None
         values = tuple(runs[0][c] if all(r[c] == runs[0][c] for r in runs) else None for c in range(len(bound)))
@@ -373,10 +374,11 @@ class Analysis:
                 done[same] = self._ff_token(before[g], self.err[g], self.mag[g], self.val[g], self.gr[g], eta, U, b,
                                             W, writers, lambda: f"{where}: token {self._ref(g)}")
             bound, off, grains = done[same] if same is not None else done.pop(None)
-            if eta.hat[0] == 1 and eta.exact[0] == 1 and all(off[k] or not any(w.hat[k] for w in W) for k in range(len(U))):
+            if eta.hat[0] == 1 and eta.exact[0] == 1 and all(off[k] or not any(w.hat[k] for w in W)
+                                                              for k in range(len(U))):
                 continue  # x̂ passes unchanged, with its values: a token the fast analysis's reach leaves out
             self.gr[g] = tuple(grains) if any(bound) else None
-            runs = self._choices(g, before[g], self.err[g]) if any(bound) and is_point(after[g]) else []
+            runs = self._alternatives(g, before[g], self.err[g]) if any(bound) and is_point(after[g]) else []
             runs = [determined.ff(v, after[g], bound, eta, U, b, W, writers, off, self.fmt) for v in runs]
             self.err[g], self.val[g], self.alt[g] = self._settle(runs, after[g], bound)
         if len(todo) == len(before):
@@ -584,7 +586,7 @@ class Analysis:
                 if softmax and known is not None:
                     return _combinations(known[i]) if known[i] is not None else [None]
                 if known != "tied":
-                    return (known and self._choices(o + known[i], seq[known[i]], errs[known[i]])) or [None]
+                    return (known and self._alternatives(o + known[i], seq[known[i]], errs[known[i]])) or [None]
                 if not tied:  # a literal-zero A: every token of the sequence tied
                     tied.append(determined.mean([self._values(o + l, x, e) for l, (x, e) in
                                                  enumerate(zip(seq, errs))], self.fmt, range(self.d)))
@@ -601,7 +603,7 @@ class Analysis:
                                                         (coordinate_range(x, c) for c in range(self.d)))
                     found = [determined.attention(v, determined.forms(m, V, self.fmt, self._rows), rho, copied, fixed,
                                                   outs[slot], self.fmt)
-                             for v in self._choices(o + i, seq[i], e) for m in mean(i)]
+                             for v in self._alternatives(o + i, seq[i], e) for m in mean(i)]
                 bound, v, a = self._settle(found, x, outs[slot])
                 new.append(bound)
                 values.append(v)

@@ -408,11 +408,9 @@ class Analysis:
             return self.val[g]
         return tuple(v if not ej else None for v, ej in zip(x, e)) if not all(e) else None
 
-    def _choices(self, g: int, x, e) -> tuple:
+    def _alternatives(self, g: int, x, e) -> tuple:
         """Token g's alternatives (``alt[g]``), else its known values alone (() where none)."""
-        if self.alt[g] is not None:
-            return self.alt[g]
-        return (v,) if (v := self._values(g, x, e)) else ()
+        return self.alt[g] or ((v,) if (v := self._values(g, x, e)) else ())
 
     def _settle(self, runs, x, bound) -> tuple:
         """(errors, values, alternatives) of a token whose float values are one of ``runs`` (value
@@ -423,7 +421,8 @@ class Analysis:
         runs = tuple(dict.fromkeys(runs))
         known = [bool(runs) and all(r[c] is not None for r in runs) for c in range(len(bound))]
         err = bound if not is_point(x) else tuple(  # an enclosure's bound stands
-            fup(max(abs(r[c] - xi) for r in runs)) if e and k else e for c, (xi, e, k) in enumerate(zip(x, bound, known)))
+            fup(max(abs(r[c] - xi) for r in runs)) if e and k else e
+            for c, (xi, e, k) in enumerate(zip(x, bound, known)))
         if not any(e and k for e, k in zip(err, known)):
             return (err if err != bound else bound), None, None
         values = tuple(v if all(r[c] == v for r in runs) else None for c, v in enumerate(runs[0]))
@@ -586,7 +585,7 @@ class Analysis:
                     raise Failed(f"token {self._ref(g)}: {exc}") from None
             bound, off, grains = done[same] if same is not None else done.pop(None)
             self.gr[g] = self._keep(grains, bound)
-            runs = self._choices(g, before[g], self.err[g]) if any(bound) and is_point(after[g]) else ()
+            runs = self._alternatives(g, before[g], self.err[g]) if any(bound) and is_point(after[g]) else ()
             runs = [determined.ff(v, after[g], bound, eta, U, b, W, writers, off, self.fmt) for v in runs]
             self.err[g], self.val[g], self.alt[g] = self._settle(runs, after[g], bound)
             if self._give_up is not None and max(self.err[g], default=0.0) > self._give_up:
@@ -910,7 +909,7 @@ class Analysis:
                     elif softmax:  # a dominated mean's values per coordinate (None: not dominated)
                         ms = determined.choices(at) if at is not None else (None,)
                     else:
-                        ms = self._choices(o + at, seq[at], errs[at]) or (None,)
+                        ms = self._alternatives(o + at, seq[at], errs[at]) or (None,)
                     known_means[at] = [determined.forms(m, V, self.fmt, self._rows) for m in ms]
                 return known_means[at]
             for i, e in enumerate(errs):
@@ -925,7 +924,7 @@ class Analysis:
                 x, found = after[o + i], []
                 if any(outs[slot]) and any(determined.knowable(f, copied, outs[slot]) for f in mean(i)):
                     found = [determined.attention(v, f, rho, copied, self._fixed(x), outs[slot], self.fmt)
-                             for v in self._choices(o + i, seq[i], e) for f in mean(i)]
+                             for v in self._alternatives(o + i, seq[i], e) for f in mean(i)]
                 bound, v, a = self._settle(found, x, outs[slot])
                 new.append(bound)
                 values.append(v)
