@@ -192,8 +192,8 @@ def test_a_hat_layer_is_the_unscaled_map_with_balanced_numbers(hat, offsets, shi
             t = p + k * hat.eps / 4  # w·x = t: x = base moved along w
             x = add(base, scale((t - dot(hat.w, base)) / dot(hat.w, hat.w), hat.w))
             unscaled = x
-            for (q, _), col in zip(units, cols):
-                unscaled = add(unscaled, scale(relu(dot(hat.w, x) - q), col))
+            for (p_k, _), col in zip(units, cols):
+                unscaled = add(unscaled, scale(relu(dot(hat.w, x) - p_k), col))
             assert apply_ff(ff, x) == unscaled
     claim = hat_claims([hat], 0, [None])[0]
     lo, hi = (fmpq(*map(int, (v.split("/") + ["1"])[:2])) for v in claim["window"])
