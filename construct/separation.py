@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import dataclass
+from functools import lru_cache
 from itertools import chain, combinations, count, islice
 
 import numpy as np
@@ -278,19 +279,25 @@ def _fitted(tokens: list[Vec], d: int) -> list[Vec]:
     not (survey seeds 5 and 80: 49 and 45 integer tokens, found after about 20 000 and 90 000
     moves from the axis, here within 400 × 10). The walks search the coordinates whose every value
     is a dyadic. Empty where there are none, more than FITTED tokens, or where nothing is found."""
-    grains = _grains(tokens, d)
+    points = distinct_sorted(tokens)
+    return list(_search(tuple(points), d)) if len(points) <= FITTED and d >= 2 else []
+
+
+@lru_cache(maxsize=16)  # a softmax build constructs up to four times (τ* lowered): one search
+def _search(points: tuple[Vec, ...], d: int) -> tuple[Vec, ...]:
+    """_fitted's walks on the distinct tokens."""
+    grains = _grains(points, d)
     dyadic = [c for c, g in enumerate(grains) if g is not None]  # the coordinates no run rounds: w's support
     grain = _grain(grains, dyadic)
-    points = distinct_sorted(tokens)
-    if not dyadic or grain[1] > NARROW[0] or len(points) > FITTED or d < 2 \
+    if not dyadic or grain[1] > NARROW[0] \
             or len({tuple(x[c] for c in dyadic) for x in points}) < len(points):  # equal on every dyadic coordinate
-        return []
+        return ()
     try:
         X = np.array([[float(x[c]) for c in dyadic] for x in points], dtype=np.float64)
         grid = np.array([[int(x[c] * fmpq(2) ** -grain[0]) for c in dyadic] for x in points], dtype=np.int64)  # X on
         # its grid
     except OverflowError:  # beyond float64 or int64: no bfloat16 number either
-        return []
+        return ()
     axis = np.zeros(len(dyadic), dtype=np.int64)
     axis[int(np.argmax(X.max(axis=0) - X.min(axis=0)))] = 1
     rng = np.random.default_rng(1357)
@@ -298,8 +305,8 @@ def _fitted(tokens: list[Vec], d: int) -> list[Vec]:
     for start, steps in walks:
         if (w := _walk(start, steps, X, grid, grain[0], rng)) is not None:
             on = dict(zip(dyadic, w.tolist()))
-            return [tuple(fmpq(on.get(c, 0)) for c in range(d))]
-    return []
+            return (tuple(fmpq(on.get(c, 0)) for c in range(d)),)
+    return ()
 
 
 def _walk(w: np.ndarray, steps: int, X: np.ndarray, grid: np.ndarray, least: int,
