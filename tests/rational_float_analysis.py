@@ -836,19 +836,18 @@ class Analysis:
         scale = (1 + fmt.unit) ** 3 / (1 - 2 * EXP_ULPS * fmt.unit)
         lone = self._values(self.offsets[j] + a, seq[a], errs[a]) or (None,) * d
         noise = [sum((pu[l] * dist[l][c] for l in others), ZERO) for c in range(d)]
-        em, mm, known, runs = list(em), list(mm), [None] * d, {}
+        em, mm, known = list(em), list(mm), [None] * d
         for c in read:
             live = [l for l in others if mags[l][c]]
             slack = grow * (scale * sum((w_hat[l] * mags[l][c] for l in live), ZERO)
                             + fmt.tiny * (n + sum((mags[l][c] for l in live), ZERO))) if live else ZERO
             if lone[c] is not None and (r := determined.dominated(lone[c], slack, weights, fmt)):
-                runs[c] = r
                 em[c] = min(em[c], max(abs(v - seq[a][c]) for v in r) + noise[c])
                 mm[c] = min(mm[c], max(max(abs(v) for v in r), abs(seq[a][c]) + noise[c]))
                 known[c] = frozenset(r)
-        if not runs:
+        if not any(known):
             return em, mm
-        grains = [min((valuation(v) for v in runs[c] if v), default=None) if c in runs else
+        grains = [min((valuation(v) for v in known[c] if v), default=None) if known[c] else
                   grain(max(abs(seq[a][c]) - noise[c] - em[c], ZERO), fmt) for c in range(d)]
         return em, mm, grains, tuple(known)
 

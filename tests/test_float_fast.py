@@ -16,6 +16,7 @@ import rational_float_analysis as reference
 from conftest import REPO, datasets, write_json
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from test_exact_attack import _lone_then
 
 from flint import fmpq
 
@@ -77,12 +78,9 @@ def test_some_bundle_gets_a_bound_in_each_of_two_formats():
 def test_the_reference_takes_a_lone_means_alternatives_as_the_analysis_does(bias, fmt):
     """A one-token softmax row whose mean of 5/4 is 5/4 or 5/4 ± 2u, then x_0 ± relu(x_0 + bias):
     each alternative through the ReLU, in both (determined.choices; the reference's own product)."""
-    d, one = 2, fmpq(1)
-    lone = SA(fmpq(0), LowRank(fmpq(0)), LowRank(one))
+    one = fmpq(1)
     for w in (one, -one):
-        snap = FF(one, ((one, fmpq(0)),), (fmpq(*bias),), ((w,), (fmpq(0),)))
-        model = Model(d, "softmax", (Block(FF(one, (), (), ((), ())), lone),
-                                     Block(snap, SA(one, LowRank(fmpq(0)), LowRank(fmpq(0))))), one)
+        model = _lone_then(FF(one, ((one, fmpq(0)),), (fmpq(*bias),), ((w,), (fmpq(0),))))
         fast, exact = bounds(model, [((fmpq(5, 4), fmpq(0)),)], fmt)
         assert_close(fast, exact, (bias, fmt, w))
         assert fast[0] > 0 or bias == (-1, 1) and w == -one

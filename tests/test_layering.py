@@ -178,7 +178,7 @@ PARTS = {
     # each float sum's rounding bounded by its terms but the argmax's; a softmax mean whose other
     # weights vanish in every run, given a lone token's values and kept over an enclosure; a token's
     # alternatives, where its values are one of a few tuples, each taken through the later layers)
-    "float analysis": (("floats.py", "float_analysis.py", "determined.py"), 1128),
+    "float analysis": (("floats.py", "float_analysis.py", "determined.py"), 1127),
 }
 
 

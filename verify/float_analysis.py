@@ -923,7 +923,8 @@ class Analysis:
                         raise Failed(f"token [{j}, {i}]: {exc}") from None
                 x, found = after[o + i], []
                 if any(outs[slot]) and any(determined.knowable(f, copied, outs[slot]) for f in mean(i)):
-                    found = [determined.attention(v, f, rho, copied, self._fixed(x), outs[slot], self.fmt)
+                    fixed = self._fixed(x)
+                    found = [determined.attention(v, f, rho, copied, fixed, outs[slot], self.fmt)
                              for v in self._alternatives(o + i, seq[i], e) for f in mean(i)]
                 bound, v, a = self._settle(found, x, outs[slot])
                 new.append(bound)
@@ -1225,19 +1226,17 @@ class Analysis:
         lone = self._values(self.offsets[j] + a, seq[a], errs[a]) or (None,) * d
         noise = [add(*(mul(p, dl[k]) for p, dl in zip(pu[1:], g_dist[1:]))) for k in range(d)]
         em, mm, known = list(em), list(mm), [None] * d
-        runs = {}
         for k in read:
             others = [(w, mg[k]) for w, mg in zip(w_hat[1:], g_mag[1:]) if mg[k]]
             slack = mul(grow, add(mul(scale, add(*(mul(w, m) for w, m in others))),
                                   mul(c.tiny, add(float(n), *(m for _, m in others))))) if others else 0.0
             if lone[k] is not None and (r := determined.dominated(lone[k], rational(slack), weights, fmt)):
-                runs[k] = r
                 em[k] = min(em[k], add(fup(max(abs(v - seq[a][k]) for v in r)), noise[k]))
                 mm[k] = min(mm[k], max(fup(max(abs(v) for v in r)), add(fup(abs(seq[a][k])), noise[k])))
                 known[k] = r
-        if not runs:
+        if not any(known):
             return mean
-        grains = [min((valuation(v) for v in runs[k] if v), default=None) if k in runs else self._grain_above(
+        grains = [min((valuation(v) for v in known[k] if v), default=None) if known[k] else self._grain_above(
             max(sub_down(sub_down(fdown(abs(seq[a][k])), noise[k]), em[k]), 0.0)) for k in range(d)]
         return em, mm, grains, tuple(known)
 
