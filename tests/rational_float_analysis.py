@@ -379,7 +379,7 @@ class Analysis:
                 continue  # x̂ passes unchanged, with its values: a token the fast analysis's reach leaves out
             self.gr[g] = tuple(grains) if any(bound) else None
             runs = self._alternatives(g, before[g], self.err[g]) if any(bound) and is_point(after[g]) else []
-            runs = [determined.ff(v, after[g], bound, eta, U, b, W, writers, off, self.fmt) for v in runs]
+            runs = [r for v in runs for r in determined.ff(v, after[g], bound, eta, U, b, W, writers, off, self.fmt)]
             self.err[g], self.val[g], self.alt[g] = self._settle(runs, after[g], bound)
         if len(todo) == len(before):
             self._refresh(after)

@@ -208,6 +208,40 @@ def test_round_nearest_matches_python_for_binary64(q):
     assert Fraction(int(r.p), int(r.q)) == Fraction(float(q))
 
 
+def _nearest(q: Fraction, precision: int, emin: int, emax: int):
+    """Round to nearest, ties to even, by the definition: the two neighbours on the grid of
+    q's binade (the subnormal one below 2^emin), the nearer or the even one; None: infinite."""
+    if q == 0:
+        return q
+    a, e = abs(q), emin
+    while a >= Fraction(2) ** (e + 1):
+        e += 1
+    spacing = Fraction(2) ** (e - precision + 1)
+    low = (a // spacing) * spacing
+    high = low + spacing
+    r = low if a - low < high - a or a - low == high - a and (low / spacing) % 2 == 0 else high
+    return None if r > (2 - Fraction(2) ** (1 - precision)) * Fraction(2) ** emax else (r if q > 0 else -r)
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.sampled_from(["binary64", "binary32", "binary16", "bfloat16"]),
+       st.one_of(st.integers(-(2 ** 64), 2 ** 64), st.integers(-(2 ** 13), 2 ** 13)),
+       st.sampled_from([1, 3, 5, 7, 10, 1000, 2 ** 20 + 1]), st.integers(-1200, 1100))
+def test_round_nearest_is_the_nearest_number_in_every_format(name, m, d, e):
+    """Dyadics (d = 1: every sum and product of a run, through floats.round_scaled's integer
+    rounding) and other rationals, from subnormal to past the largest number."""
+    from flint import fmpq
+    fmt = FORMATS[name]
+    q = Fraction(m, d) * Fraction(2) ** (e * (fmt.emax + fmt.precision) // 1100)
+    want = _nearest(q, fmt.precision, fmt.emin, fmt.emax)
+    try:
+        r = round_nearest(fmpq(q.numerator, q.denominator), fmt)
+    except OverflowError:
+        assert want is None
+        return
+    assert Fraction(int(r.p), int(r.q)) == want
+
+
 # --- the mean over literal-zero scores: every exp(0) a float run may return ---------------------
 
 def _uniform_softmax_runs(xs: list[list], fmt, rng) -> list[list]:

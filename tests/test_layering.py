@@ -177,8 +177,11 @@ PARTS = {
     # softmax mean exactly; a softmax mean with a unique argmax whose normalisation is counted once,
     # each float sum's rounding bounded by its terms but the argmax's; a softmax mean whose other
     # weights vanish in every run, given a lone token's values and kept over an enclosure; a token's
-    # alternatives, where its values are one of a few tuples, each taken through the later layers)
-    "float analysis": (("floats.py", "float_analysis.py", "determined.py"), 1127),
+    # alternatives, where its values are one of a few tuples, each taken through the later layers;
+    # a short sum's every evaluation enumerated by its subsets, on integers at one scale with one
+    # integer rounding (floats.round_scaled, round_nearest's too), a unit of several values
+    # branching its token)
+    "float analysis": (("floats.py", "float_analysis.py", "determined.py"), 1168),
 }
 
 

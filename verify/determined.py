@@ -4,11 +4,13 @@ itself, not a bound on it.
 
 docs/float.md leaves a float run free in the order of every sum, in fusing a
 product into an addition, and in the form of V m; most results depend on
-those choices in their last bits. Some do not: one product rounded once; two
-terms added, whichever product is fused (each of the three evaluations is
-computed here, and they must agree); a sum of exact products that the exact
-evaluation lemma (floats.exact_limit) makes exact in every order; a relu; a
-copied argmax token; ρ x + V m where every form of it agrees. When every
+those choices in their last bits. Some do not: one product rounded once; a
+sum of exact products that the exact evaluation lemma (floats.exact_limit)
+makes exact in every order; a relu; a copied argmax token; ρ x + V m where
+every form of it agrees. And a short sum (at most five terms) takes only the
+few values its evaluations give, each computed here (runs): where they
+agree it is known; where they do not, a token takes one of a few value
+tuples, its alternatives, each followed through the later layers. When every
 operand of such a result is known, the result is known. Inputs and
 parameters are known (each is the rational rounded to the format), so a
 layer whose arithmetic is of this kind hands the next one known values: the
@@ -24,7 +26,7 @@ from math import prod
 
 from flint import fmpq
 
-from tfcert.verify.floats import Format, exact_sum, exp_zero, round_nearest, valuation
+from tfcert.verify.floats import Format, exact_sum, exp_zero, round_nearest, round_scaled, valuation
 from tfcert.verify.numbers import ONE, ZERO
 
 
@@ -36,48 +38,99 @@ def _live(terms) -> list | None:
     return None if any(a is None or b is None for a, b in live) else live
 
 
-def total(terms, fmt: Format) -> fmpq | None:
-    """The float value of Σ a·b over ``terms`` (pairs of numbers of the format,
-    None where unknown) when every evaluation the float model allows gives the
-    same one, else None. Each exact product's sign is known, so the lemma counts
-    its magnitude on its own side only (floats.exact_sum)."""
+RUN_TERMS = 5  # the most terms of a sum whose every evaluation runs() enumerates
+RUN_VALUES = 16  # the most values a part of such a sum may take before runs() gives up
+
+
+@cache
+def _splits(k: int) -> tuple:
+    """Per subset T of k terms with two or more (smaller first), its unordered splits into two
+    parts A, B (A holding T's lowest term), each with the index of a part that is a single
+    term (fusable) or None: runs()'s plan, made once per k."""
+    single = lambda X: X.bit_length() - 1 if X & (X - 1) == 0 else None  # noqa: E731
+    plan = []
+    for T in sorted(range(1, 1 << k), key=int.bit_count)[k:]:
+        parts = [(A, T ^ A) for A in range(1, T) if A & T == A and A & T & -T]
+        plan.append((T, tuple((A, B, single(A), single(B)) for A, B in parts)))
+    return tuple(plan)
+
+
+def runs(terms, fmt: Format) -> tuple | None:
+    """Every float value of Σ a·b over ``terms`` (pairs of numbers of the format, None where
+    unknown) that an evaluation the float model allows gives — any binary tree, each product
+    rounded or fused into the addition that takes it — distinct, in increasing order. A sum the
+    exact evaluation lemma covers has one (each exact product's sign is known, so the lemma
+    counts its magnitude on its own side only: floats.exact_sum); a sum of at most RUN_TERMS
+    terms is enumerated by its subsets: a subset's values are those of each split into two
+    parts, fl(x + y) for a value of each, and fl(a·b + y) where one part is a single product
+    a·b, fused. None where a factor is unknown, or beyond RUN_TERMS terms, RUN_VALUES values of
+    a part, or the range. A short sum whose products round (a first layer's w·x̂ + b on inputs
+    no format holds) mostly takes one to three values: its error is then |x̂ − x| itself, well
+    below a γ_n bound."""
     if (terms := _live(terms)) is None:
         return None  # before any product is rounded: most unknown sums are found here
     exact = [a * b for a, b in terms]
     rounded = [p if a is ONE or b is ONE else round_nearest(p, fmt) for p, (a, b) in zip(exact, terms)]  # x̂·1 = x̂
-    if not exact:
-        return ZERO
-    if len(exact) == 1:
-        return rounded[0]
-    if len(exact) == 2:  # fl(fl(p) + fl(q)), fl(p + fl(q)) (fused), fl(fl(p) + q)
-        runs = {round_nearest(v, fmt) for v in (rounded[0] + rounded[1], exact[0] + rounded[1],
-                                                rounded[0] + exact[1])}
-        return runs.pop() if len(runs) == 1 else None
-    if rounded != exact or exact_sum([(valuation(p), abs(p), (p > 0) - (p < 0)) for p in exact], fmt) is None:
+    if len(exact) <= 1:
+        return tuple(rounded) or (ZERO,)
+    if len(exact) > 2 and rounded == exact and exact_sum(
+            [(valuation(p), abs(p), (p > 0) - (p < 0)) for p in exact], fmt) is not None:
+        return (sum(exact, ZERO),)
+    if len(exact) > RUN_TERMS:
         return None
-    return sum(exact, ZERO)
+    low = min(map(valuation, exact))  # every value below is an integer times 2^low: products of dyadics
+    scaled = [int(p / fmpq(2) ** low) for p in exact]
+    values = {1 << i: {int(r / fmpq(2) ** low)} for i, r in enumerate(rounded)}
+    try:
+        for T, parts in _splits(len(exact)):
+            found = set()  # the exact sums of a split's values; each rounded once below
+            for A, B, a, b in parts:
+                found.update(x + y for x in values[A] for y in values[B])
+                if a is not None:  # a single product, fused into this addition
+                    found.update(scaled[a] + y for y in values[B])
+                if b is not None:
+                    found.update(x + scaled[b] for x in values[A])
+            values[T] = {round_scaled(v, low, fmt) for v in found}
+            if len(values[T]) > RUN_VALUES:
+                return None
+    except OverflowError:  # a partial sum past the range: the analysis's range checks speak of it
+        return None
+    return tuple(sorted(fmpq(v) * fmpq(2) ** low for v in values[(1 << len(exact)) - 1]))
+
+
+def total(terms, fmt: Format) -> fmpq | None:
+    """The float value of Σ a·b over ``terms`` where every evaluation the float model allows
+    gives the same one (runs), else None."""
+    values = runs(terms, fmt)
+    return values[0] if values is not None and len(values) == 1 else None
 
 
 def ff(values, after, bound, eta, U, b, W, writers, off, fmt: Format) -> tuple:
-    """A token's values after η x + W relu(U x + b): ``values`` before it,
-    ``after`` the exact token, ``bound`` its output error bounds (a coordinate
-    bounded by 0 is the exact value), ``off[k]``: unit k proven off (its relu
-    is exactly 0 in every run). The parameters are the analysis's Rounded
-    (``hat``: rounded values, ``support``: entries not 0)."""
-    units: dict[int, fmpq | None] = {}
+    """The value tuples a token may take after η x + W relu(U x + b) (CHOICES at most per
+    combination of its units' values; a coordinate None where not known): ``values`` before it,
+    ``after`` the exact token, ``bound`` its output error bounds (a coordinate bounded by 0 is the
+    exact value), ``off[k]``: unit k proven off (its relu is exactly 0 in every run). The
+    parameters are the analysis's Rounded (``hat``: rounded values, ``support``: entries not 0).
+    A unit of several values branches the token, while their combinations stay within CHOICES;
+    beyond that those units are unknown."""
+    units: dict[int, tuple | None] = {}
 
-    def unit(k: int) -> fmpq | None:
+    def unit(k: int) -> tuple | None:
         if k not in units:
-            z = total([(U[k].hat[j], values[j]) for j in U[k].support] + [(b.hat[k], ONE)], fmt)
-            units[k] = None if z is None else max(z, ZERO)
+            z = runs([(U[k].hat[j], values[j]) for j in U[k].support] + [(b.hat[k], ONE)], fmt)
+            units[k] = None if z is None else tuple(sorted({max(v, ZERO) for v in z}))
         return units[k]
+    read = sorted({k for i, e in enumerate(bound) if e for k in writers[i] if W[i].hat[k] and not off[k]})
+    several = [k for k in read if unit(k) is not None and len(unit(k)) > 1]
+    if prod(len(unit(k)) for k in several) > CHOICES:
+        units.update((k, None) for k in several)
+        several = []
     out = []
-    for i, v in enumerate(values):
-        if not bound[i]:
-            out.append(after[i])
-        else:
-            out.append(total([(eta.hat[0], v)] + [(w, unit(k)) for k in writers[i]
-                                                  if (w := W[i].hat[k]) and not off[k]], fmt))
+    for combination in product(*(unit(k) for k in several)):
+        value = {k: unit(k) and unit(k)[0] for k in read} | dict(zip(several, combination))
+        out.extend(choices([(after[i],) if not e else runs(
+            [(eta.hat[0], values[i])] + [(w, value[k]) for k in writers[i] if (w := W[i].hat[k]) and not off[k]], fmt)
+            for i, e in enumerate(bound)]))
     return tuple(out)
 
 

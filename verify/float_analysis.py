@@ -586,7 +586,7 @@ class Analysis:
             bound, off, grains = done[same] if same is not None else done.pop(None)
             self.gr[g] = self._keep(grains, bound)
             runs = self._alternatives(g, before[g], self.err[g]) if any(bound) and is_point(after[g]) else ()
-            runs = [determined.ff(v, after[g], bound, eta, U, b, W, writers, off, self.fmt) for v in runs]
+            runs = [r for v in runs for r in determined.ff(v, after[g], bound, eta, U, b, W, writers, off, self.fmt)]
             self.err[g], self.val[g], self.alt[g] = self._settle(runs, after[g], bound)
             if self._give_up is not None and max(self.err[g], default=0.0) > self._give_up:
                 raise Failed(self._gave_up())  # at once: a low precision may make every token uncertain

@@ -88,17 +88,34 @@ def round_nearest(q: fmpq, fmt: Format) -> fmpq:
     it would be infinite (|q| at least the largest number plus half an ulp)."""
     if q == 0 or q.q == 1 and q.p.bit_length() <= fmt.precision:
         return q  # an integer of at most p bits is a number of the format
-    num, den = abs(int(q.p)), int(q.q)
-    e = max(_floor_log2(num, den), fmt.emin)
-    shift = fmt.precision - 1 - e  # q·2^shift has p significant bits (fewer if subnormal)
-    top, bottom = (num << shift, den) if shift >= 0 else (num, den << -shift)
-    m, rest = divmod(top, bottom)
-    if 2 * rest > bottom or (2 * rest == bottom and m % 2 == 1):
-        m += 1
-    value = fmpq(m) / fmpq(2) ** shift if shift >= 0 else fmpq(m * 2 ** -shift)
-    if value > fmt.largest:
-        raise OverflowError(f"{show(q)} overflows {fmt.name}")
-    return value if q > 0 else -value
+    num, den = int(q.p), int(q.q)
+    try:
+        if not den & (den - 1):  # a dyadic, as every sum and product of numbers of a format is
+            return fmpq(round_scaled(num, 1 - den.bit_length(), fmt), den)
+        # else q lies strictly inside (n, n + 1)·2^-k, on whose grid every midpoint between two
+        # numbers of the format near q lies: the grid's midpoint (2n + 1)·2^-(k+1) rounds as q does
+        k = fmt.precision + 1 - _floor_log2(abs(num), den)
+        n = (abs(num) << k) // den if k >= 0 else abs(num) // (den << -k)
+        return fmpq(round_scaled(2 * n + 1, -k - 1, fmt)) * fmpq(2) ** (-k - 1) * (1 if num > 0 else -1)
+    except OverflowError:
+        raise OverflowError(f"{show(q)} overflows {fmt.name}") from None
+
+
+def round_scaled(m: int, e: int, fmt: Format) -> int:
+    """The number of ``fmt`` nearest to m·2^e, ties to even, as a multiple of 2^e: the integer
+    arithmetic of rounding (round_nearest's, and determined.runs', which adds and rounds on
+    one scale). OverflowError when it would be infinite."""
+    a = abs(m)
+    drop = max(a.bit_length() - 1 + e, fmt.emin) - fmt.precision + 1 - e  # the bits below the spacing
+    if drop > 0:
+        a, rest = a >> drop, a & ((1 << drop) - 1)
+        if 2 * rest > 1 << drop or 2 * rest == 1 << drop and a & 1:
+            a += 1
+        a <<= drop
+    top = fmt.emax - fmt.precision + 1 - e  # the largest number is (2^p − 1)·2^(top + e)
+    if (a > ((1 << fmt.precision) - 1) << top) if top >= 0 else (a << -top > (1 << fmt.precision) - 1):
+        raise OverflowError(f"{fmt.name}: overflow")
+    return a if m > 0 else -a
 
 
 def up(q: fmpq) -> fmpq:
