@@ -379,7 +379,8 @@ class Analysis:
                 continue  # x̂ passes unchanged, with its values: a token the fast analysis's reach leaves out
             self.gr[g] = tuple(grains) if any(bound) else None
             runs = self._alternatives(g, before[g], self.err[g]) if any(bound) and is_point(after[g]) else []
-            runs = [r for v in runs for r in determined.ff(v, after[g], bound, eta, U, b, W, writers, off, self.fmt)]
+            runs = [r for v in runs for r in determined.ff(v, after[g], bound, eta, U, b, W, writers, off, self.fmt,
+                                                          determined.CHOICES // len(runs))]
             self.err[g], self.val[g], self.alt[g] = self._settle(runs, after[g], bound)
         if len(todo) == len(before):
             self._refresh(after)
@@ -588,9 +589,10 @@ class Analysis:
                 if known != "tied":
                     return (known and self._alternatives(o + known[i], seq[known[i]], errs[known[i]])) or [None]
                 if not tied:  # a literal-zero A: every token of the sequence tied
-                    tied.append(determined.mean([self._values(o + l, x, e) for l, (x, e) in
-                                                 enumerate(zip(seq, errs))], self.fmt, range(self.d)))
-                return [tied[0]]
+                    tie = determined.mean([self._values(o + l, x, e) for l, (x, e) in
+                                           enumerate(zip(seq, errs))], self.fmt, range(self.d))
+                    tied.extend([None] if tie is None else _combinations(tie))
+                return tied
             for i, e in enumerate(errs):
                 which = (id(means[i][0]), id(means[i][1]))
                 if which not in per_mean:

@@ -180,8 +180,8 @@ PARTS = {
     # alternatives, where its values are one of a few tuples, each taken through the later layers;
     # a short sum's every evaluation enumerated by its subsets, on integers at one scale with one
     # integer rounding (floats.round_scaled, round_nearest's too), a unit of several values
-    # branching its token)
-    "float analysis": (("floats.py", "float_analysis.py", "determined.py"), 1168),
+    # branching its token within the token's share of 16 alternatives; a tie average's values)
+    "float analysis": (("floats.py", "float_analysis.py", "determined.py"), 1169),
 }
 
 

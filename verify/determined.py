@@ -38,6 +38,7 @@ def _live(terms) -> list | None:
     return None if any(a is None or b is None for a, b in live) else live
 
 
+CHOICES = 16  # the most alternatives a token's known values keep
 RUN_TERMS = 5  # the most terms of a sum whose every evaluation runs() enumerates
 RUN_VALUES = 16  # the most values a part of such a sum may take before runs() gives up
 
@@ -105,14 +106,15 @@ def total(terms, fmt: Format) -> fmpq | None:
     return values[0] if values is not None and len(values) == 1 else None
 
 
-def ff(values, after, bound, eta, U, b, W, writers, off, fmt: Format) -> tuple:
+def ff(values, after, bound, eta, U, b, W, writers, off, fmt: Format, branch: int = CHOICES) -> tuple:
     """The value tuples a token may take after η x + W relu(U x + b) (CHOICES at most per
     combination of its units' values; a coordinate None where not known): ``values`` before it,
     ``after`` the exact token, ``bound`` its output error bounds (a coordinate bounded by 0 is the
     exact value), ``off[k]``: unit k proven off (its relu is exactly 0 in every run). The
     parameters are the analysis's Rounded (``hat``: rounded values, ``support``: entries not 0).
-    A unit of several values branches the token, while their combinations stay within CHOICES;
-    beyond that those units are unknown."""
+    A unit of several values branches the token, while their combinations stay within ``branch``
+    (the caller's share of CHOICES among a token's alternatives: the work per token stays
+    bounded); beyond that those units are unknown."""
     units: dict[int, tuple | None] = {}
 
     def unit(k: int) -> tuple | None:
@@ -122,7 +124,7 @@ def ff(values, after, bound, eta, U, b, W, writers, off, fmt: Format) -> tuple:
         return units[k]
     read = sorted({k for i, e in enumerate(bound) if e for k in writers[i] if W[i].hat[k] and not off[k]})
     several = [k for k in read if unit(k) is not None and len(unit(k)) > 1]
-    if prod(len(unit(k)) for k in several) > CHOICES:
+    if prod(len(unit(k)) for k in several) > branch:
         units.update((k, None) for k in several)
         several = []
     out = []
@@ -159,10 +161,10 @@ def forms(m, V, fmt: Format, entries: dict):
 
 
 def mean(tokens, fmt: Format, read) -> tuple | None:
-    """The hardmax average of a sequence's tokens (known values; None where
-    unknown), all tied (a literal-zero A): where every form gives it — Σ
-    fl(1/n)·x̂_l, (Σ x̂_l)/n and (Σ x̂_l)·fl(1/n); on the coordinates ``read``
-    alone (V's: the others are not known)."""
+    """The values the hardmax average of a sequence's tokens (known values) may take, all tied
+    (a literal-zero A), per coordinate: those of Σ fl(1/n)·x̂_l, (Σ x̂_l)/n and (Σ x̂_l)·fl(1/n),
+    each sum's every value (runs; None where it has none), on the coordinates ``read`` alone
+    (V's: the others are not known). None where a token is not known."""
     if any(t is None for t in tokens):
         return None
     n = len(tokens)
@@ -170,10 +172,9 @@ def mean(tokens, fmt: Format, read) -> tuple | None:
     out: list = [None] * len(tokens[0])
     for c in read:
         column = [t[c] for t in tokens]
-        summed = total([(ONE, v) for v in column], fmt)
-        scaled = None if summed is None else total([(k, v) for v in column], fmt)
-        runs = {None} if summed is None else {scaled, round_nearest(summed / n, fmt), round_nearest(summed * k, fmt)}
-        out[c] = runs.pop() if len(runs) == 1 else None
+        summed, scaled = runs([(ONE, v) for v in column], fmt), runs([(k, v) for v in column], fmt)
+        if summed is not None and scaled is not None:
+            out[c] = set(scaled) | {round_nearest(v * q, fmt) for v in summed for q in (fmpq(1, n), k)}
     return tuple(out)
 
 
@@ -212,9 +213,6 @@ def dominated(x: fmpq, slack: fmpq, weights: fmpq, fmt: Format) -> frozenset | N
     except OverflowError:
         return None
     return alone(x, fmt)
-
-
-CHOICES = 16  # the most alternatives a token's known values keep
 
 
 def choices(sets) -> tuple:

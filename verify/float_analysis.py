@@ -586,7 +586,8 @@ class Analysis:
             bound, off, grains = done[same] if same is not None else done.pop(None)
             self.gr[g] = self._keep(grains, bound)
             runs = self._alternatives(g, before[g], self.err[g]) if any(bound) and is_point(after[g]) else ()
-            runs = [r for v in runs for r in determined.ff(v, after[g], bound, eta, U, b, W, writers, off, self.fmt)]
+            runs = [r for v in runs for r in determined.ff(v, after[g], bound, eta, U, b, W, writers, off, self.fmt,
+                                                          determined.CHOICES // len(runs))]
             self.err[g], self.val[g], self.alt[g] = self._settle(runs, after[g], bound)
             if self._give_up is not None and max(self.err[g], default=0.0) > self._give_up:
                 raise Failed(self._gave_up())  # at once: a low precision may make every token uncertain
@@ -904,8 +905,9 @@ class Analysis:
                     if known == "alone":
                         ms = determined.choices(runs)
                     elif known == "tied":  # a literal-zero A: every token of the sequence tied
-                        ms = (determined.mean([self._values(o + l, x, e) for l, (x, e) in enumerate(zip(seq, errs))],
-                                              self.fmt, read),)
+                        tie = determined.mean([self._values(o + l, x, e) for l, (x, e) in enumerate(zip(seq, errs))],
+                                              self.fmt, read)
+                        ms = (None,) if tie is None else determined.choices(tie)
                     elif softmax:  # a dominated mean's values per coordinate (None: not dominated)
                         ms = determined.choices(at) if at is not None else (None,)
                     else:
