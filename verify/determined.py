@@ -129,7 +129,7 @@ def ff(values, after, bound, eta, U, b, W, writers, off, fmt: Format, branch: in
         several = []
     out = []
     for combination in product(*(unit(k) for k in several)):
-        value = {k: unit(k) and unit(k)[0] for k in read} | dict(zip(several, combination))
+        value = {k: None if unit(k) is None else unit(k)[0] for k in read} | dict(zip(several, combination))
         out.extend(choices([(after[i],) if not e else runs(
             [(eta.hat[0], values[i])] + [(w, value[k]) for k in writers[i] if (w := W[i].hat[k]) and not off[k]], fmt)
             for i, e in enumerate(bound)]))
