@@ -361,7 +361,7 @@ def _pairs(X: np.ndarray, grid: np.ndarray, least: int) -> list[np.ndarray]:
     """Up to PAIRS starts w = e_a + m·e_b (a ≠ b, m one more than coordinate a's spread on the
     grid, so that w·x tells apart tokens that differ on a or b), least cost first (_cost), ties
     to the earlier pair. No start where the grid spreads beyond 2^20: no 8-bit t holds such keys."""
-    n, d = grid.shape
+    d = grid.shape[1]
     span = grid.max(axis=0) - grid.min(axis=0) + 1
     if d < 2 or span.max() > 2 ** 20:
         return []

@@ -166,24 +166,14 @@ def test_a_known_sum_counts_each_products_magnitude_on_its_own_side():
 
 def test_a_fused_product_that_changes_the_sum_is_not_known():
     """binary16: a = x = 1 + 2^-10, b = −(1 + 2^-9). fl(a·x) = 1 + 2^-9 loses 2^-20, so
-    fl(fl(a·x) + b) = 0 while the fused a·x + b = 2^-20: the sum is not known, and the unit
-    relu(a·x + b) of a one-layer model gets a bound that covers the run without FMA."""
+    fl(fl(a·x) + b) = 0 while the fused a·x + b = 2^-20: the sum is not known. determined.runs
+    gives both values, the unit relu(a·x + b) of a one-layer model branches its token into two
+    alternatives, and the bound is the worse run's error, 2^-20 itself (covering the run without
+    FMA), not a γ bound on the terms (about 2^-10)."""
     fmt = FORMATS["binary16"]
     a, b = fmpq(1) + fmpq(2) ** -10, -(fmpq(1) + fmpq(2) ** -9)
     assert evaluations([("p", a, a), ("v", b)], fmt) == {fmpq(0), fmpq(2) ** -20}
     assert determined.total([(a, a), (b, fmpq(1))], fmt) is None
-    model, data = make(2, [block(2, eta=0, U=[[1 + P(-10), 0]], b=[-(1 + P(-9))], W=[[1], [0]])],
-                       [[[1 + P(-10), 0]]])
-    (fb,) = audit(model, data, floats=("binary16",)).floats
-    assert fb.failure is None and F(int(fb.bound.p), int(fb.bound.q)) >= P(-20)
-
-
-def test_a_unit_of_two_values_branches_the_token_and_errs_by_the_worse():
-    """The unit above, relu(a·x + b) = 2^-20 exactly, takes 0 (products rounded) or 2^-20 (fused)
-    in a float run: determined.runs gives both, the token branches into two alternatives, and
-    the bound is the worse run's error, 2^-20 itself, not a γ bound on the terms (about 2^-10)."""
-    fmt = FORMATS["binary16"]
-    a, b = fmpq(1) + fmpq(2) ** -10, -(fmpq(1) + fmpq(2) ** -9)
     assert determined.runs([(a, a), (b, fmpq(1))], fmt) == (fmpq(0), fmpq(2) ** -20)
     model, data = make(2, [block(2, eta=0, U=[[1 + P(-10), 0]], b=[-(1 + P(-9))], W=[[1], [0]])],
                        [[[1 + P(-10), 0]]])

@@ -172,8 +172,8 @@ def mean(tokens, fmt: Format, read) -> tuple | None:
     out: list = [None] * len(tokens[0])
     for c in read:
         column = [t[c] for t in tokens]
-        summed, scaled = runs([(ONE, v) for v in column], fmt), runs([(k, v) for v in column], fmt)
-        if summed is not None and scaled is not None:
+        summed = runs([(ONE, v) for v in column], fmt)
+        if summed is not None and (scaled := runs([(k, v) for v in column], fmt)) is not None:
             out[c] = set(scaled) | {round_nearest(v * q, fmt) for v in summed for q in (fmpq(1, n), k)}
     return tuple(out)
 
