@@ -261,6 +261,7 @@ def _spread_scores(values: list[Vec], candidates: list[Vec], d: int) -> list[flo
 
 
 SIGNIFICANT_BITS = (8, 11, 24)  # bfloat16's, binary16's and binary32's significands
+LEAST_SPACING = fmpq(1, 2 ** 24)  # binary16's subnormal spacing
 HALF_TOKENS = 64  # a dataset of at most this many tokens gets flat hats for the half formats (flat_hat's ``half``)
 
 
@@ -297,16 +298,40 @@ def flat_hat(g: Vec, source: Vec, gap: fmpq, delta: Vec, moves: tuple[tuple[int,
     plateau by a fraction of ε that the slopes 1/ε then amplify (where binary32's spacing at the
     value exceeds ε, many tokens close together in t, the breakpoints take that spacing).
     ``half`` (a dataset of at most HALF_TOKENS tokens, where a half-precision claim is within
-    reach): 8 significant bits where the gap leaves room, else 11, else 24 — exact in bfloat16 or
-    binary16 too, and a pre-activation of a value with few bits then exact in it (survey seeds 85,
-    103, 139 got binary16 claims so); on larger datasets the coarser grid cost binary32 claims
-    of 0 (seeds 93, 120, 135, 165)."""
+    reach): 8 significant bits where the gap leaves room, else 11, else binary16's own spacing
+    (spaced_hat), else 24 — exact in bfloat16 or binary16 too, and a pre-activation of a value
+    with few bits then exact in it (survey seeds 85, 103, 139 got binary16 claims so); on larger
+    datasets the coarser grid cost binary32 claims of 0 (seeds 93, 120, 135, 165)."""
     eps = power_below(min(fmpq(1, 16), gap / 16))
     value = dot(g, source)
+    if half and exact_grid(abs(value) + gap, eps / 8, gap / 8, SIGNIFICANT_BITS[:2]) is None \
+            and (spaced := spaced_hat(g, value, gap, eps / 8, delta, moves, to, above)) is not None:
+        return spaced
     step = exact_grid(abs(value) + gap, eps / 8, gap / 8, SIGNIFICANT_BITS if half else (24,)) or eps / 8
     eps = max(eps, step)  # a grid coarser than ε (few bits, or binary32's spacing at the value): ε grows to it
     flat = fmpq(int(((gap / 2 - eps - max(step, eps / 8)) / eps).floor())) * eps
     return Hat(g, dyadic_near(value, step), eps, delta, moves, to, flat=flat, above=above)
+
+
+def spaced_hat(g: Vec, value: fmpq, gap: fmpq, finest: fmpq, delta: Vec, moves: tuple[tuple[int, int], ...],
+               to: Vec, above: Vec | None) -> Hat | None:
+    """flat_hat's hat for a half format where the gap is narrower than eight of binary16's
+    spacings s at the value, so that no 11-bit grid fits within gap/8: ε = s and every breakpoint
+    a multiple of s (11 bits: binary16 rounds none), the centre the multiple nearest the value,
+    the plateau the widest multiple of s within half the gap less s/2 — about the midpoint
+    between covering the value's error and clearing the neighbours' — and the window at least s
+    short of them. None where the gap is below three spacings, or that leaves no plateau of s, or
+    s is finer than binary16's subnormal spacing.
+    Before it such a hat took 24-bit breakpoints, which binary16 rounds: survey seeds 87 and 156
+    (31 and 25 tokens, gaps of 4 to 6 spacings) got binary16 claims with it."""
+    s = exact_grid(abs(value) + gap, finest, gap / 3, SIGNIFICANT_BITS[1:2])
+    if s is None or s < LEAST_SPACING:  # below binary16's normal range its spacing stops shrinking
+        return None
+    p = fmpq(int((value / s + fmpq(1, 2)).floor())) * s
+    flat = fmpq(int(((gap / 2 - s / 2) / s).floor())) * s
+    if flat < s or flat + s + abs(p - value) > gap - s:
+        return None
+    return Hat(g, p, s, delta, moves, to, flat=flat, above=above)
 
 
 def tent_hat(g: Vec, source: Vec, gap: fmpq, delta: Vec, moves: tuple[tuple[int, int], ...], to: Vec,

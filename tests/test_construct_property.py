@@ -143,6 +143,33 @@ def test_snap_breakpoints_are_exact_in_binary32_and_stay_above_every_target(raw,
     assert not gaps or r + reach <= min(gaps)
 
 
+@given(st.integers(2 ** 10, 2 ** 11 - 1), st.integers(-20, 14), st.integers(0, 2 ** 20), st.integers(24, 160))
+def test_a_spaced_hat_is_exact_in_binary16_and_keeps_its_value_and_neighbours_apart(m, e, frac, sixteenths):
+    """A value in any binade from 2^-20 up and a gap of 1.5 to 10 of binary16's spacings s there
+    (2^-24 below 2^-14): where spaced_hat gives a hat, every breakpoint is a binary16 number, its
+    plateau holds the value with s/2 to spare and its window keeps s from any token at the gap's
+    distance; in the normal range it gives one wherever the gap is at least 3.5 s (the window
+    then fits: plateau s, ramps s, half a spacing of centring)."""
+    from tfcert.construct.hats import spaced_hat
+    from tfcert.verify.floats import FORMATS, round_nearest
+
+    s = fmpq(2) ** (e - 10)  # binary16's spacing in the binade [2^e, 2^(e+1))
+    value = (m + fmpq(frac, 2 ** 20)) * s  # in [2^e, 2^(e+1)), any fraction of a spacing
+    gap = s * fmpq(sixteenths, 16)
+    assume(gap <= 1 and value + gap < fmpq(2) ** (e + 1))  # flat_hat's gap; neighbours in the same binade
+    unit = (fmpq(1), fmpq(0))
+    hat = spaced_hat(unit, value, gap, s / 64, unit, ((0, 0),), unit, None)
+    if gap >= fmpq(7, 2) * s and e >= -14:
+        assert hat is not None
+    if hat is None:
+        return
+    assert hat.eps == s and hat.flat >= s
+    assert all(round_nearest(p, FORMATS["binary16"]) == p for p, _ in hat.units())
+    assert hat.p - hat.flat + s / 2 <= value <= hat.p + hat.flat - s / 2
+    lo, hi = hat.window
+    assert value - gap + s <= lo and hi <= value + gap - s
+
+
 @st.composite
 def hats(draw):
     """A hat as the leader phase (w = ±2^k e_i, flat, ``above``) or a bump (w dense, three units)
