@@ -33,19 +33,21 @@ class Construction:
 
 
 def construct(dataset: Dataset, attention: str = "hardmax", width: int = 4, progress=None,
-              share: int = 0) -> Construction:
+              share: int = 0, spaced: bool = False) -> Construction:
     """Build a transformer that maps each input set of ``dataset`` exactly onto
     its output set. ``width`` bounds the FF width: ⌊width/4⌋ leader hats or
     snaps per layer (bump hats one per layer). ``progress(done, total, label)``
     hears which phase is being built. ``share``: softmax's τ* keeps its noise
-    within 2^-share of the radius left around the codes (temperature.tau_star_claim)."""
+    within 2^-share of the radius left around the codes (temperature.tau_star_claim).
+    ``spaced``: the separation prefers a mean shift of an exact t spaced for binary16
+    (separation._ranking)."""
     if width < UNITS:
         raise InputError(f"width={width} is too small; a leader hat or a snap needs {UNITS} units")
     per_layer = width // UNITS
     step = _phases(progress, attention)
     step("separation")
     squeezed = compress(dataset, attention)
-    bump, sep = separation(dataset, attention, squeezed)
+    bump, sep = separation(dataset, attention, squeezed, spaced)
     step("leaders")
     lead = leader_phase(dataset, sep, per_layer, attention, lowered=share > 0)
     step("collapse")

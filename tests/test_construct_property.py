@@ -339,3 +339,42 @@ def test_the_fitted_search_declines_values_beyond_float64_and_int64():
     two = fmpq(2)
     assert _fitted([(two ** 2000, fmpq(1)), (fmpq(3), two ** 2000)], 2) == []
     assert _fitted([(two ** 70, fmpq(1)), (fmpq(3), two ** -70)], 2) == []
+
+
+def test_the_room_of_a_shift_is_read_around_leaders_only():
+    """separation._room: the least gap next to a leader, less both ends' errors, in binary16
+    spacings at the largest value — two other tokens may lie as close as they like (no hat has a
+    window there), and a leader's error counts against its room."""
+    import numpy as np
+    from tfcert.construct.separation import _room
+
+    s = np.array([[1.0], [1.5], [1.5 + 2 ** -12], [3.0]])  # 3.0: binary16 spacing 2^-9
+    lead = np.array([[True], [False], [False], [True]])
+    e = np.zeros_like(s)
+    assert _room(s, e, lead)[0] == 0.5 * 512  # 1.0 to 1.5; 1.5 and 1.5 + 2^-12 are no leader's neighbours
+    lead[1] = True
+    assert _room(s, e, lead)[0] == 2 ** -12 * 512
+    lead[1] = False
+    e[0] = 0.25
+    assert _room(s, e, lead)[0] == 0.25 * 512
+
+
+@pytest.mark.slow  # about 2 s
+def test_a_half_precision_dataset_with_shared_tokens_gets_an_exact_t_and_a_spaced_shift():
+    """Survey seed 164 (16 tokens, some shared by two sequences): the first model has no binary16
+    claim, so construct builds again preferring, among the directions whose t binary16 computes
+    exactly, a mean shift that leaves every leader five binary16 spacings from its neighbours
+    after their errors (bundle._respaced): that model is kept (a binary16-exact first layer,
+    λ ≠ 0), and its hardmax binary16 claim is 0 (the first model's best-ranked pair rounded t)."""
+    import float_survey
+    from tfcert.verify.floats import FORMATS, round_nearest
+
+    _, doc = float_survey.dataset(164)
+    with tempfile.TemporaryDirectory() as tmp:
+        bundle = build(write_json(Path(tmp) / "ds.json", doc), "hardmax")
+    sep = next(p for p in bundle.construction.phases if p.name in ("bump", "separation") and p.blocks).blocks[0]
+    assert any(sep.ff.U[0]) and all(round_nearest(v, FORMATS["binary16"]) == v for v in (*sep.ff.U[0], sep.ff.b[0]))
+    assert any(v for u, _ in sep.sa.V.terms for v in u)  # λ ≠ 0
+    cert = json.loads(bundle.files["certificate.json"])
+    claims = {c["format"]: c["bound"] for c in cert["phases"][-1]["claims"] if c["kind"] == "float"}
+    assert claims.get("binary16") == "0"

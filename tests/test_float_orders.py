@@ -171,7 +171,8 @@ def test_half_precision_claim_on_a_tiny_dataset_holds_in_every_order():
     (85, "hardmax", ("binary16",)), (103, "hardmax", ("binary16",)), (139, "hardmax", ("binary16",)),
     (67, "hardmax", ("binary16", "bfloat16")), (85, "softmax", ("binary16",)), (103, "softmax", ("binary16",)),
     (139, "softmax", ("binary16",)), (136, "softmax", ("binary16",)), (168, "softmax", ("binary16",)),
-    (87, "hardmax", ("binary16",)), (156, "hardmax", ("binary16",)), (87, "softmax", ("binary16",))])
+    (87, "hardmax", ("binary16",)), (156, "hardmax", ("binary16",)), (87, "softmax", ("binary16",)),
+    (164, "hardmax", ("binary16",)), (173, "hardmax", ("binary16",))])
 def test_pinned_half_precision_claims(seed, attention, formats):
     """Survey datasets of at most 50 tokens whose half-precision runs the construction makes exact
     (hardmax: small-integer projections, tent hats, dyadic leaders, codes of few bits — the claim is
@@ -181,7 +182,8 @@ def test_pinned_half_precision_claims(seed, attention, formats):
     breakpoints have 11 or 8 significant bits where the gap leaves room (hats.exact_grid; with 24,
     no claim); 136 and 168 (softmax) codes that start low (leaders.choose_codes: the collapse's
     rounding is relative to the code); 87 and 156 hats on binary16's own spacing where the gap is
-    too narrow for a grid of gap/8 (hats.spaced_hat)."""
+    too narrow for a grid of gap/8 (hats.spaced_hat); 164 and 173 (shared tokens) a mean shift of
+    an exact t whose keys lie binary16 spacings apart (separation._ranking's level 2)."""
     ds = _survey(seed)
     _, claims = built(ds, attention)
     rel = relative(claims, ds)
