@@ -566,13 +566,14 @@ def _ranking(seqs, leaders: list[int], plan: list[Vec], candidates: list[Vec],
             np.put_along_axis(lead[start:start + len(s)], top, True, axis=0)
         tbar, Ebar = per_sequence(t), per_sequence(E_ff)
         mean = _mean_error(t, tbar, Ebar, count[seq, None], seq, softmax)
-        spaced = (spaced and not softmax and len(tokens) <= HALF_TOKENS) & (level < len(NARROW))
+        eligible = (spaced and not softmax and len(tokens) <= HALF_TOKENS) & (level < len(NARROW))  # exact t
         for j, lam in enumerate(map(float, lams)):
             s = t + lam * tbar
             E = E_ff if lam == 0 else E_ff + lam * mean + (d + 4) * s
             full, bad = _badness(s, lead, E)
-            room = _room(s, _shift_error(tbar, count[seq, None], lam), lead) if lam and spaced.any() else np.zeros(len(keep))
-            apart = spaced & (room >= SPACED)
+            room = _room(s, _shift_error(tbar, count[seq, None], lam), lead) if lam and eligible.any() \
+                else np.zeros(len(keep))
+            apart = eligible & (room >= SPACED)
             rank = np.where(apart, 1 / np.maximum(room, SPACED), bad)  # the spaced shifts by their room
             keys += [(int(v) if lam == 0 and v < len(NARROW) else len(NARROW) + (not a), bool(f) and not a,
                       np.round(np.log2(np.maximum(r, 2.0 ** -1000)) * 32), int(i), j)
