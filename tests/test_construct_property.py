@@ -378,3 +378,15 @@ def test_a_half_precision_dataset_with_shared_tokens_gets_an_exact_t_and_a_space
     cert = json.loads(bundle.files["certificate.json"])
     claims = {c["format"]: c["bound"] for c in cert["phases"][-1]["claims"] if c["kind"] == "float"}
     assert claims.get("binary16") == "0"
+
+
+@pytest.mark.slow  # about 2 s
+def test_a_second_hardmax_construction_is_kept_only_where_it_proves_more():
+    """The bundled demo (13 tokens, no binary16 claim): construct builds it again with the mean
+    shift spaced for binary16, a different model, which proves no more (no binary16 claim, a
+    binary32 bound five times larger) — so the bundle keeps the first model."""
+    doc = load_document(REPO / "tfcert" / "examples" / "demo.json")
+    data = read_dataset(doc)
+    first, spaced = construct(data, "hardmax").model, construct(data, "hardmax", spaced=True).model
+    assert spaced != first
+    assert build(doc, "hardmax").construction.model == first
