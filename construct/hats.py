@@ -304,10 +304,10 @@ def flat_hat(g: Vec, source: Vec, gap: fmpq, delta: Vec, moves: tuple[tuple[int,
     datasets the coarser grid cost binary32 claims of 0 (seeds 93, 120, 135, 165)."""
     eps = power_below(min(fmpq(1, 16), gap / 16))
     value = dot(g, source)
-    if half and exact_grid(abs(value) + gap, eps / 8, gap / 8, SIGNIFICANT_BITS[:2]) is None \
-            and (spaced := spaced_hat(g, value, gap, eps / 8, delta, moves, to, above)) is not None:
+    step = exact_grid(abs(value) + gap, eps / 8, gap / 8, SIGNIFICANT_BITS[:2]) if half else None
+    if half and step is None and (spaced := spaced_hat(g, value, gap, eps / 8, delta, moves, to, above)) is not None:
         return spaced
-    step = exact_grid(abs(value) + gap, eps / 8, gap / 8, SIGNIFICANT_BITS if half else (24,)) or eps / 8
+    step = step or exact_grid(abs(value) + gap, eps / 8, gap / 8, SIGNIFICANT_BITS[2:]) or eps / 8
     eps = max(eps, step)  # a grid coarser than ε (few bits, or binary32's spacing at the value): ε grows to it
     flat = fmpq(int(((gap / 2 - eps - max(step, eps / 8)) / eps).floor())) * eps
     return Hat(g, dyadic_near(value, step), eps, delta, moves, to, flat=flat, above=above)
