@@ -31,9 +31,11 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 import tempfile
 import time
+from collections import Counter
 from fractions import Fraction
 from pathlib import Path
 
@@ -122,10 +124,38 @@ def measure(seed: int, attention: str) -> dict:
            "relative": {f: float(b / (1 + top)) for f, b in sorted(claims.items())}}
     if bundle.share:  # softmax's τ* lowered for a float claim (bundle.build)
         row["share"] = bundle.share
+    if tokens <= 50:  # where half precision has no claim within its limit, what stopped it
+        stops = {name: _stop(cert, why) if bound is None else f"a bound above {LIMITS[name]:g}"
+                 for name, bound, why in bundle.floats
+                 if name in ("binary16", "bfloat16") and not row["relative"].get(name, 1.0) <= LIMITS[name]}
+        if stops:
+            row["stops"] = stops
     # Beside every bound, what real runs show: where no claim within the limit is proven, do they
     # miss it; where one is, how close the bound comes to them
     row["runs"] = _numpy_runs(bundle, ["binary32", *(["binary16"] if tokens <= 50 else [])], 1 + top)
     return row
+
+
+def _stop(cert: dict, why: str) -> str:
+    """Where a float analysis stopped, from its message: the phase of the first ReLU a float run may
+    switch where it names one (what made the error grow), else of the layer it stopped at, and
+    what stopped it there; an input beyond the format's range is a limit of the data."""
+    if why.startswith("the input does not fit"):
+        return "an input beyond the range"
+    switch = re.search(r"the first ReLU a float run may switch: block (\d+) FF", why)
+    stop = re.match(r"block (\d+) (FF|SA)", why)
+    if switch is None and stop is None:
+        return "elsewhere"
+    block, layer = (int(switch[1]), "FF") if switch else (int(stop[1]), stop[2])
+    # the collapse and the separation speak of a block's SA, the other phases of its FF
+    names = [p["name"] for p in cert["phases"] if p["blocks"][0] <= block < p["blocks"][1] and p["name"] != "final"
+             and (p["name"] in ("collapse", "separation")) == (layer == "SA")]
+    what = ("a unit that may switch" if switch else "an argmax gap" if "argmax gap" in why
+            else "an overflow" if "overflow" in why else "an error bound")
+    name = (names or ["separation"])[0]
+    if name == "bump" and block == next(p for p in cert["phases"] if p["name"] == "bump")["blocks"][0]:
+        name = "separation"  # the bump phase's first FF is the separation's projection
+    return f"{name}: {what}"
 
 
 def _numpy_runs(bundle, formats: list[str], scale: Fraction) -> dict:
@@ -209,6 +239,12 @@ def summary(rows: list[dict]) -> str:
                 lines.append(f"  no {fmt} claim within {LIMITS[fmt]:g}" + (" (≤ 50 tokens)" if fmt == "binary16" else "")
                              + f" on {len(runs)}: numpy's {fmt} runs miss it on {miss}, land within it on "
                              f"{len(runs) - miss}")
+        for fmt in ("binary16", "bfloat16"):
+            stops = Counter(r["stops"][fmt] for r in mine if fmt in r.get("stops", {}))
+            if stops:
+                lines.append(f"  no {fmt} claim within {LIMITS[fmt]:g} (≤ 50 tokens) on {sum(stops.values())}, "
+                             "where the analysis stops: "
+                             + ", ".join(f"{where} {n}" for where, n in sorted(stops.items(), key=lambda t: (-t[1], t[0]))))
         lines += _tightness(mine)
     return "\n".join(lines)
 

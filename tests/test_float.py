@@ -446,6 +446,29 @@ def test_the_survey_files_are_what_their_commands_print():
     assert (results / "float-data-limits.txt").read_text() == float_survey.data_limits(200) + "\n"
 
 
+def test_the_survey_names_the_phase_where_an_analysis_stopped():
+    """float_survey._stop, behind docs/float.md's table of where half precision stops: the phase of
+    the first ReLU a run may switch where the message names one, else of the layer it stopped at
+    (an SA of the separation or the collapse, an FF of the other phases), and the data's limit."""
+    import float_survey
+
+    cert = {"phases": [{"name": "bump", "blocks": [0, 2]}, {"name": "separation", "blocks": [1, 2]},
+                       {"name": "leaders", "blocks": [2, 5]}, {"name": "collapse", "blocks": [4, 5]},
+                       {"name": "interpolation", "blocks": [5, 9]}, {"name": "final", "blocks": [0, 9]}]}
+    stop = lambda why: float_survey._stop(cert, why)  # noqa: E731
+    assert stop("the input does not fit binary16: 3000000 overflows binary16") == "an input beyond the range"
+    assert stop("block 7 FF: an error bound exceeds 4 (the first ReLU a float run may switch: block 3 FF: "
+                "token [1, 0]: unit 0's pre-activation [0.1, 0.1] is within its error bound 0.2 of 0)") \
+        == "leaders: a unit that may switch"
+    assert stop("block 4 SA: token [0, 9]: argmax gap 0.09 to token 4 ≤ its score difference's error 0.16") \
+        == "collapse: an argmax gap"
+    assert stop("block 4 FF: coordinate 2 of the FF output may overflow binary16") == "leaders: an overflow"
+    assert stop("block 1 SA: an error bound exceeds 3") == "separation: an error bound"
+    assert stop("block 0 FF: an error bound exceeds 3") == "separation: an error bound"  # the bump phase's projection
+    assert stop("block 1 FF: an error bound exceeds 3") == "bump: an error bound"
+    assert stop("block 6 FF: an error bound exceeds 3") == "interpolation: an error bound"
+
+
 @pytest.mark.slow  # about 12 s
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(datasets(max_d=6, max_n_seq=8, max_len=6, max_tokens=40), st.sampled_from(["hardmax", "softmax"]),
