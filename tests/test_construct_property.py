@@ -300,6 +300,29 @@ def test_the_fitted_search_finds_survey_seed_136s_direction():
     assert _fitted(tokens, doc["d"])
 
 
+@pytest.mark.slow  # about 5 s
+def test_mean_shifts_past_the_first_small_rationals_are_ranked(tmp_path):
+    """235 collinear integer tokens in 59 sequences (float_survey.dataset(566), beyond the survey's
+    200): t + λ·t̄_j is one scalar line whatever the direction, and every λ of the first chunk makes
+    two shifted values meet. Ranking the next chunks finds an axis with λ = 9/7 and a binary32
+    claim of 0; with one chunk, construct falls back to an unranked direction and binary32 has no
+    claim (separation.shift_chunks)."""
+    import float_survey
+    from tfcert.construct import separation
+
+    _, doc = float_survey.dataset(566)
+    path = write_json(tmp_path / "ds.json", doc)
+    bundle = build(path, "hardmax")
+    claims = dict((name, bound) for name, bound, _ in bundle.floats)
+    assert claims["binary32"] == 0
+    (sep,) = [p for p in bundle.construction.phases if p.name == "separation"]
+    (shift,) = bundle.construction.model.blocks[sep.span[0]].sa.V.terms  # V = λ·e_t e_tᵀ
+    assert shift[0][0] == fmpq(9, 7)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(separation, "CHUNKS", 1)
+        assert dict((name, bound) for name, bound, _ in build(path, "hardmax").floats)["binary32"] is None
+
+
 @pytest.mark.parametrize("seed", [5, 80])
 def test_short_walks_from_pairs_of_coordinates_find_what_the_long_walk_does_not(seed):
     """Survey seeds 5 and 80: 49 and 45 integer tokens in [-5, 5]^16 and [-5, 5]^64, which a
