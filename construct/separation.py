@@ -641,11 +641,11 @@ def crowded(seqs, leaders: list[int], d: int, softmax: bool) -> bool:
     means = sequence_means(seqs)
     candidates, plan = _candidates([x for s in seqs for x in s], d), bump_plan(seqs, means)
     for lams in shift_chunks():
-        if not (keys := _ranking(seqs, leaders, plan, candidates, lams, d, softmax)):
-            if keys is None:
-                return True
-            continue
-        return keys[0][0] >= len(NARROW) and keys[0][1]
+        keys = _ranking(seqs, leaders, plan, candidates, lams, d, softmax)
+        if keys is None:
+            return True
+        if keys:
+            return keys[0][0] >= len(NARROW) and keys[0][1]
     return True
 
 
