@@ -60,6 +60,20 @@ def _token(rng, kind: str, d: int) -> tuple[str, ...]:
     return tuple(_coordinate(rng, kind) for _ in range(d))
 
 
+def _value(token: tuple[str, ...]) -> tuple[Fraction, ...]:
+    return tuple(Fraction(v) for v in token)
+
+
+def _distinct(tokens: list[tuple[str, ...]]) -> list[tuple[str, ...]]:
+    """The tokens without repeats of a value, the first of each kept, in order."""
+    out, values = [], set()
+    for x in tokens:
+        if (v := _value(x)) not in values:
+            values.add(v)
+            out.append(x)
+    return out
+
+
 def dataset(seed: int) -> tuple[str, dict]:
     """The seed's dataset: (its kind, the dataset document)."""
     rng = np.random.default_rng(seed)
@@ -89,13 +103,13 @@ def dataset(seed: int) -> tuple[str, dict]:
             X = [tuple(str(2 * mean[c] - Fraction(x[c])) for c in range(d)) for x in base]
         else:
             X = [_token(rng, kind if kind in ("decimal", "mixed-scale") else "integer", d) for _ in range(n)]
-        X = list(dict.fromkeys(X))
-        if frozenset(X) in seen:
+        X = _distinct(X)  # by value: "0e3" is "0e-2"
+        if frozenset(map(_value, X)) in seen:
             continue
-        seen.add(frozenset(X))
+        seen.add(frozenset(map(_value, X)))
         m = int(rng.integers(1, len(X) + 1))
-        Y = list(dict.fromkeys(_token(rng, kind if kind in ("decimal", "mixed-scale") else "integer", d)
-                               for _ in range(m)))
+        Y = [_token(rng, kind if kind in ("decimal", "mixed-scale") else "integer", d) for _ in range(m)]
+        Y = _distinct(Y)
         pairs.append((X, Y))
     doc = {"format": "tfcert.dataset/1", "d": d,
            "pairs": [{"input": [list(x) for x in X], "output": [list(y) for y in Y]} for X, Y in pairs]}
