@@ -1,7 +1,8 @@
 """The float survey of docs/float.md: which formats get a claim, and how large, on datasets of
 every shape the assumptions allow, in both attentions.
 
-Run: ``python tests/float_survey.py [--count K] [--out FILE] [--resume]``; ``--dataset SEED``
+Run: ``python tests/float_survey.py [--count K] [--first S] [--out FILE] [--resume]`` (seeds S … S + K − 1;
+the held-out datasets: ``--first 1000 --out docs/results/float-heldout.jsonl``); ``--dataset SEED``
 prints one seed's dataset, ``--data-limits`` what the data alone rules out in the narrow formats
 (docs/results/float-data-limits.txt). Datasets are drawn from a seeded generator (the same K
 datasets every run): integer, decimal and mixed-scale coordinates; equal sequence means; shared
@@ -471,6 +472,8 @@ def tables() -> str:
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--count", type=int, default=200)
+    p.add_argument("--first", type=int, default=0, help="the first seed (default 0; the survey's held-out "
+                   "datasets are seeds 1000-1199, never used while the construction was tuned)")
     p.add_argument("--out", type=Path, default=OUT)
     p.add_argument("--resume", action="store_true")
     p.add_argument("--attention", choices=["hardmax", "softmax"], action="append",
@@ -517,7 +520,7 @@ def main(argv: list[str] | None = None) -> int:
         done = {(r["seed"], r["attention"]) for r in rows}
         args.out.parent.mkdir(parents=True, exist_ok=True)
         with args.out.open("a" if args.resume else "w") as f:
-            for seed in range(args.count):
+            for seed in range(args.first, args.first + args.count):
                 for attention in args.attention or ("hardmax", "softmax"):
                     if (seed, attention) in done:
                         continue

@@ -436,13 +436,17 @@ def test_a_one_token_softmax_dataset_whose_runs_all_copy_gets_claims_of_0(seed, 
 
 @pytest.mark.slow  # about 10 s: the 200 datasets drawn again
 def test_the_survey_files_are_what_their_commands_print():
-    """docs/results/float-survey.txt is the summary of the committed float-survey.jsonl, and
+    """docs/results/float-survey.txt is the summary of the committed float-survey.jsonl (and
+    float-heldout.txt of float-heldout.jsonl, seeds 1000-1199), and
     float-data-limits.txt what --data-limits prints: docs/float.md cites both."""
     import float_survey
 
     results = Path(__file__).resolve().parent.parent / "docs" / "results"
     rows = [json.loads(line) for line in (results / "float-survey.jsonl").read_text().splitlines()]
     assert (results / "float-survey.txt").read_text() == float_survey.summary(rows) + "\n"
+    held_out = [json.loads(line) for line in (results / "float-heldout.jsonl").read_text().splitlines()]
+    assert {r["seed"] for r in held_out} == set(range(1000, 1200))
+    assert (results / "float-heldout.txt").read_text() == float_survey.summary(held_out) + "\n"
     assert (results / "float-data-limits.txt").read_text() == float_survey.data_limits(200) + "\n"
 
 
