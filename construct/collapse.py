@@ -9,7 +9,7 @@ up = 1 (side = 0, or its small t when d = 2): its best score is with the
 sequence's P leader, whose angle is the smallest (R·cos θ, against ≤ 1.01
 for other non-leaders). A leader on the circle of radius R scores R² with
 itself and R²·cos(angle between) with the other leaders of its sequence —
-at least 0.4/m_max radians apart — so each leader attends to itself. The
+at least 0.6/m_max radians apart — so each leader attends to itself. The
 construction checks both, exactly, and the certificate states every
 token's argmax and gap."""
 from __future__ import annotations
