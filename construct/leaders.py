@@ -347,10 +347,13 @@ def place(dataset: Dataset, seqs, picks: list[tuple[int, int, int]], drop: fmpq,
         return out
     taus = coupled_taus(dataset)
 
+    def placed(q: fmpq) -> list[tuple[fmpq, fmpq]]:  # every leader's point, in picks' order
+        return [circle_point(tau, q, mirrored(r)) for (_, _, r), tau in zip(picks, taus)]
+
     def coupled(q: fmpq) -> list[list[tuple[fmpq, fmpq]]]:
         by: dict[int, list] = {}
-        for (j, _, r), tau in zip(picks, taus):
-            by.setdefault(j, []).append(circle_point(tau, q, mirrored(r)))
+        for (j, _, _), point in zip(picks, placed(q)):
+            by.setdefault(j, []).append(point)
         return list(by.values())
 
     def distinct_codes(groups: list[list[tuple[fmpq, fmpq]]]) -> bool:  # every leader's point, by sequence
@@ -358,7 +361,7 @@ def place(dataset: Dataset, seqs, picks: list[tuple[int, int, int]], drop: fmpq,
         return len(set(sides)) == len(sides)
 
     grid = placement_grid(_decisions(coupled(fmpq(1, 2 ** 60))), coupled, distinct_codes)
-    points = [circle_point(tau, grid, mirrored(r)) for (_, _, r), tau in zip(picks, taus)]
+    points = placed(grid)
     gain = choose_radius(dataset, [sd for _, sd in points]) / CIRCLE
     out = []
     for (j, i, r), (up, sd) in zip(picks, points):
