@@ -199,6 +199,16 @@ def shift_chunks():
         yield list(islice(rationals, SHIFTS))
 
 
+def ranked_shifts(seqs, leaders: list[int], plan: list[Vec], candidates: list[Vec], d: int, softmax: bool,
+                  spaced: bool = False):
+    """(λs, _ranking's keys) for each chunk of shift_chunks in turn, until float64 tells no
+    candidate's tokens apart (_ranking's None): no later chunk is ranked then."""
+    for lams in shift_chunks():
+        if (keys := _ranking(seqs, leaders, plan, candidates, lams, d, softmax, spaced)) is None:
+            return
+        yield lams, keys
+
+
 def mean_shifts(ts: list[list[fmpq]], lam: fmpq) -> list[fmpq]:
     """λ·t̄_j, what the separation's attention adds to each t of sequence j: once per sequence."""
     return [lam * sum(row, ZERO) / len(row) for row in ts]
@@ -498,9 +508,7 @@ def _conditioned(seqs, means: list[Vec], leaders: list[int], plan: list[Vec], d:
         keys = [t + s for row, s in zip(ts, mean_shifts(ts, lam)) for t in row]
         return tried[i] if _distinct(keys) else None
 
-    for lams in shift_chunks():
-        if (ranked := _ranking(seqs, leaders, plan, candidates, lams, d, softmax, spaced)) is None:
-            break  # no λ makes float64 tell a candidate's tokens apart
+    for lams, ranked in ranked_shifts(seqs, leaders, plan, candidates, d, softmax, spaced):
         for *_, i, j in ranked:
             if (found := shifted(i, lams[j])) is not None:
                 return candidates[i], found[0], lams[j], *found[1:]
@@ -640,10 +648,7 @@ def crowded(seqs, leaders: list[int], d: int, softmax: bool) -> bool:
     3/4 of their gap, or float64 ranks none): the compression's test (compress.py)."""
     means = sequence_means(seqs)
     candidates, plan = _candidates([x for s in seqs for x in s], d), bump_plan(seqs, means)
-    for lams in shift_chunks():
-        keys = _ranking(seqs, leaders, plan, candidates, lams, d, softmax)
-        if keys is None:
-            return True
+    for _, keys in ranked_shifts(seqs, leaders, plan, candidates, d, softmax):
         if keys:
             return keys[0][0] >= len(NARROW) and keys[0][1]
     return True
