@@ -19,6 +19,11 @@ not (datasets of at most 50 tokens), the emulated attack of tests/floatforms.py 
 reversed, fused and random orders, exp(0) anywhere within its 4u) adds its worst run to the line
 (``attack``), relative to 1 + max|y|: how close a run the float model allows comes to the bound.
 
+``--half-misses``: beside each missing half-precision claim of FILE (at most 50 tokens, none within
+1e-1), the first run of that attack (its fixed forms, softmax's skewed runs, then 100 random ones)
+that misses by more than 1e-1 or overflows in the residual stream (docs/results/float-half-misses.txt;
+numpy's float16 runs accumulate in float32, a run the float model does not cover).
+
 ``--attack-binary16 SEED …``: the same attack in binary16 on those seeds' softmax models, beside
 their binary16 bound (docs/results/scaled-copy-attack.txt).
 
@@ -226,6 +231,75 @@ def attack(row: dict, fmt: str = "binary32") -> float:
     finally:
         floatforms.exp_within = within
     return float(Fraction(int(seen.p), int(seen.q)) / (1 + _top(bundle.dataset)))
+
+
+def half_misses(rows: list[dict], runs: int = 100) -> str:
+    """Every missing half-precision claim of FILE (at most 50 tokens, no claim within 1e-1) beside
+    a run the float model allows that misses the limit: tests/floatforms.py's runs (the fixed forms,
+    then up to ``runs`` random ones, exp anywhere within its 4u), the first whose deviation exceeds
+    1e-1 of 1 + max|y| or that overflows in the residual stream (floatforms.ResidualOverflow: its
+    output is not finite); failing that, the first that overflows elsewhere (an infinity, which a
+    later ReLU may turn into 0 again, so not shown to miss); an input beyond the format's range is the data's
+    limit. numpy's float16 runs are not used: its matmul and sums of float16
+    accumulate in float32 and round once, which the float model does not cover."""
+    import random
+
+    import floatforms
+    from tfcert.construct.bundle import build
+    from tfcert.verify.formats import parse_document, read_model
+
+    lines, tally = [], Counter()
+    for row in rows:
+        wanted = [f for f in ("binary16", "bfloat16") if f in row.get("stops", {})]
+        if not wanted:
+            continue
+        _, doc = dataset(row["seed"])
+        with tempfile.TemporaryDirectory() as tmp:
+            path = Path(tmp) / "ds.json"
+            path.write_text(json.dumps(doc))
+            bundle = build(path, row["attention"])
+        model = read_model(parse_document("model.json", bundle.files["model.json"]))
+        inputs = [p.input for p in bundle.dataset.pairs]
+        final, top = _final(model, inputs), 1 + _top(bundle.dataset)
+        for fmt in wanted:
+            if row["stops"][fmt] == "an input beyond the range":
+                what, found = "the data", "the data: an input beyond the range"
+            else:
+                tried = floatforms.configs(runs, model.attention == "softmax")
+                what, found = "no run misses", f"no run of {len(tried)} misses"
+                within = floatforms.exp_within
+                floatforms.exp_within = floatforms.exp_anywhere(random.Random(row["seed"]))
+                try:
+                    for n, (mode, *forms) in enumerate(tried):
+                        run = floatforms.Run(fmt, mode, row["seed"] * 1000 + n, *forms)
+                        try:
+                            seen = floatforms.deviation(floatforms.forward(model, inputs, run), final)
+                        except floatforms.ResidualOverflow:
+                            what, found = "a run misses", f"run {n} ({mode}) overflows in the residual stream"
+                            break
+                        except OverflowError:  # an infinity, which a ReLU may still turn into 0: no miss yet
+                            if what == "no run misses":
+                                what, found = "a run overflows", f"run {n} ({mode}) overflows, no run of {len(tried)} misses"
+                            continue
+                        seen = Fraction(int(seen.p), int(seen.q))
+                        if seen > Fraction(str(LIMITS[fmt])) * top:
+                            what, found = "a run misses", f"run {n} ({mode}) misses by {float(seen) / float(top):.2g}"
+                            break
+                finally:
+                    floatforms.exp_within = within
+            tally[row["attention"], fmt, what] += 1
+            lines.append(f"{row['seed']:4d} {row['attention']:7s} {fmt:8s} {row['tokens']:2d} tokens, d = "
+                         f"{row['d']:2d} ({row['kind']}): {found}")
+            print(lines[-1], file=sys.stderr, flush=True)
+    head = ["each missing half-precision claim (at most 50 tokens, no claim within 0.1 of 1 + max|y|) beside the "
+            "first run the float model allows (tests/floatforms.py) that misses by more than 0.1 of it, or overflows in the "
+            "residual stream (its output is then infinite or NaN); failing that, the first that overflows elsewhere"]
+    for attention in ("hardmax", "softmax"):
+        for fmt in ("binary16", "bfloat16"):
+            counts = {k[2]: v for k, v in tally.items() if k[:2] == (attention, fmt)}
+            head.append(f"{attention} {fmt}: {sum(counts.values())} missing; "
+                        + ", ".join(f"{what} {v}" for what, v in sorted(counts.items())))
+    return "\n".join(head + lines)
 
 
 def summary(rows: list[dict]) -> str:
@@ -487,6 +561,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--tables", action="store_true", help="only the measurement tables of tests/data/tables/")
     p.add_argument("--attack", action="store_true", help="add the emulated attack's worst binary32 run to FILE's "
                    "lines whose bound is above 0 while numpy's runs are exact (at most 50 tokens)")
+    p.add_argument("--half-misses", action="store_true", help="only each missing half-precision claim of FILE "
+                   "beside a run the float model allows that misses (docs/results/float-half-misses.txt)")
     p.add_argument("--attack-binary16", type=int, nargs="+", metavar="SEED",
                    help="only the emulated attack's worst binary16 run on these seeds' softmax models, beside "
                         "FILE's binary16 bound (each relative to 1 + max|y|)")
@@ -501,7 +577,10 @@ def main(argv: list[str] | None = None) -> int:
         print(examples() if args.examples else tables())
         return 0
     rows = [json.loads(line) for line in args.out.read_text().splitlines()] if args.out.exists() and (
-        args.resume or args.summary or args.attack or args.attack_binary16) else []
+        args.resume or args.summary or args.attack or args.attack_binary16 or args.half_misses) else []
+    if args.half_misses:
+        print(half_misses(rows))
+        return 0
     if args.attack_binary16:
         for seed in args.attack_binary16:
             row = next(r for r in rows if r["seed"] == seed and r["attention"] == "softmax")

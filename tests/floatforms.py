@@ -14,6 +14,7 @@ gradual underflow). Used by the red team's tests of the exact evaluation lemma
 from __future__ import annotations
 
 import random
+from contextlib import contextmanager
 
 from flint import arb, ctx, fmpq
 
@@ -31,12 +32,17 @@ PUSHES = (1, -1, 0)  # exp at the top of its 2 ulps, at the bottom, correctly ro
 
 class Run:
     """One float run: ``mode`` "forward", "reverse" (chains, no FMA), "fma" (a forward FMA
-    chain) or "random" (a random tree, FMA at random, forms at random per call)."""
+    chain) or "random" (a random tree, FMA at random, forms at random per call). ``skew`` ±1:
+    every softmax pushes exp up (down, for −1) for the tokens above the mean of the coordinate
+    that varies most across them and the other way below it — the one pattern of pushes that
+    moves a weighted mean farthest, which pushes at random almost never hit."""
 
     def __init__(self, fmt: str, mode: str = "random", seed: int = 0, score_form: str | None = None,
-                 v_form: str | None = None, norm_form: str | None = None, push: int | None = None):
+                 v_form: str | None = None, norm_form: str | None = None, push: int | None = None,
+                 skew: int = 0):
         self.fmt, self.mode, self.rng = FORMATS[fmt], mode, random.Random(seed)
         self.score_form, self.v_form, self.norm_form, self.push = score_form, v_form, norm_form, push
+        self.skew = skew
 
     def r(self, q: fmpq) -> fmpq:
         return round_nearest(q, self.fmt)
@@ -80,10 +86,20 @@ class Run:
     def dot(self, a, b) -> fmpq:
         return self.sum([("p", x, y) for x, y in zip(a, b)])
 
-    def exp(self, x: fmpq) -> fmpq:
-        """exp(x) anywhere docs/float.md allows: the run's push, or a random one in random mode."""
-        push = self.push if self.push is not None else self.rng.choice(PUSHES) if self.mode == "random" else 0
+    def exp(self, x: fmpq, push: int | None = None) -> fmpq:
+        """exp(x) anywhere docs/float.md allows: ``push``, the run's, or a random one in random mode."""
+        if push is None:
+            push = self.push if self.push is not None else self.rng.choice(PUSHES) if self.mode == "random" else 0
         return exp_within(x, self.fmt, push)
+
+    def exps(self, z: list[fmpq], seq) -> list[fmpq]:
+        """A softmax's exponentials, of the scores z over the tokens seq (see ``skew``)."""
+        if not self.skew:
+            return [self.exp(self.r(v - max(z))) for v in z]
+        j = max(range(len(seq[0])), key=lambda j: max(y[j] for y in seq) - min(y[j] for y in seq))
+        mean = sum(y[j] for y in seq) / len(seq)
+        return [EXTREME(self.r(v - max(z)), self.fmt, self.skew * ((y[j] > mean) - (y[j] < mean)))
+                for v, y in zip(z, seq)]
 
     def pick(self, forms, fixed):
         return fixed if fixed is not None else (self.rng.choice(forms) if self.mode == "random" else forms[0])
@@ -112,6 +128,9 @@ def exp_within(t: fmpq, fmt, push: int) -> fmpq:
     x = round_nearest(target, fmt)
     return x if x >= target else x + spacing(x, fmt)
 
+
+
+EXTREME = exp_within  # the skewed runs' exp, at the ends of its 2 ulps even where exp_anywhere is patched in
 
 
 def exp_anywhere(rng: random.Random):
@@ -182,6 +201,21 @@ def apply(m, x, run: Run) -> list[fmpq]:
     return [run.sum([("p", s, x[c])] + [("p", u[c], k) for (u, _), k in zip(terms, coeffs)]) for c in range(d)]
 
 
+class ResidualOverflow(OverflowError):
+    """A sum written into the residual stream overflowed: the coordinate is ±inf, and every later
+    layer keeps it infinite or NaN (it adds the coordinate times η or ρ: inf·0 is NaN, and only a
+    ReLU or a comparison could drop it), so the run's output is not finite — a miss. An overflow
+    elsewhere (a pre-activation, a score) raises a plain OverflowError: a ReLU may make it 0."""
+
+
+@contextmanager
+def _residual():
+    try:
+        yield
+    except OverflowError as e:
+        raise ResidualOverflow(str(e)) from e
+
+
 def forward(model: Model, sequences, run: Run) -> list:
     one = fmpq(1)
     seqs = [[[run.r(v) for v in x] for x in seq] for seq in sequences]
@@ -200,8 +234,9 @@ def forward(model: Model, sequences, run: Run) -> list:
                     z = run.sum([("p", a, c) for a, c in zip(row, x)] + [("v", bk) if run.rng.random() < 0.5
                                                                          else ("p", bk, one)])
                     h.append(z if z > 0 else fmpq(0))
-                out.append([run.sum([("p", eta, x[i])] + [("p", w, hk) for w, hk in zip(W[i], h)])
-                            for i in range(len(x))])
+                with _residual():
+                    out.append([run.sum([("p", eta, x[i])] + [("p", w, hk) for w, hk in zip(W[i], h)])
+                                for i in range(len(x))])
             new.append(out)
         seqs = new
         if sa.rho == 1 and sa.V.scale == 0 and not any(any(u) and any(v) for u, v in sa.V.terms):
@@ -224,7 +259,7 @@ def forward(model: Model, sequences, run: Run) -> list:
                              else [run.r(t * k) for t in total])
                 else:
                     z = [run.r(v / tau) for v in s]
-                    e = [run.exp(run.r(v - max(z))) for v in z]
+                    e = run.exps(z, seq)
                     total = run.sum([("v", v) for v in e])
                     form = run.pick(NORM_FORMS, run.norm_form)
                     k = run.r(1 / total)
@@ -235,7 +270,8 @@ def forward(model: Model, sequences, run: Run) -> list:
                         m = [run.dot(e, [y[j] for y in seq]) for j in range(len(x))]
                         m = [run.r(v / total) if form == "divided_after" else run.r(v * k) for v in m]
                 vm = apply(V, m, run)
-                out.append([run.sum([("p", rho, x[j]), ("v", vm[j])]) for j in range(len(x))])
+                with _residual():
+                    out.append([run.sum([("p", rho, x[j]), ("v", vm[j])]) for j in range(len(x))])
             new.append(out)
         seqs = new
     return seqs
@@ -244,22 +280,32 @@ def forward(model: Model, sequences, run: Run) -> list:
 MODES = ("forward", "reverse", "fma", "random")
 
 
-def worst(model: Model, sequences, exact, fmt: str, runs: int = 4, seed: int = 0) -> fmpq:
-    """The largest max-coordinate deviation from ``exact`` over the fixed modes (every score
-    and V form each; softmax: each normalisation with exp pushed up, down or not, shifted from
-    mode to mode) and ``runs`` random runs; for an enclosure (softmax), the distance from
-    its coordinate range, which the deviation from the point inside it is at least."""
+def configs(runs: int, skewed: bool = False) -> list[tuple]:
+    """The attack's runs, in order: the fixed modes (every score and V form each; softmax: each
+    normalisation with exp pushed up, down or not, shifted from mode to mode), where ``skewed``
+    the skewed ones (Run.skew, each normalisation: for softmax), then ``runs`` random ones; run n
+    of a seed's attack is Run(fmt, *configs(…)[n]) seeded seed * 1000 + n."""
+    fixed = [(m, sf, vf, NORM_FORMS[(k + i) % 4], PUSHES[(k + 2 * i) % 3])
+             for i, m in enumerate(("forward", "reverse", "fma"))
+             for k, (sf, vf) in enumerate(zip(SCORE_FORMS, V_FORMS * 3))]
+    skews = [("forward", "dense", "dense", form, None, skew) for skew in (1, -1) for form in NORM_FORMS] * skewed
+    return fixed + skews + [("random", None, None, None, None)] * runs
+
+
+def deviation(got, exact) -> fmpq:
+    """The largest max-coordinate deviation of a run's final tokens from ``exact``; for an
+    enclosure (softmax), the distance from its coordinate range, which the deviation from the
+    point inside it is at least."""
     seen = fmpq(0)
-    configs = [(m, sf, vf, NORM_FORMS[(k + i) % 4], PUSHES[(k + 2 * i) % 3])
-               for i, m in enumerate(("forward", "reverse", "fma"))
-               for k, (sf, vf) in enumerate(zip(SCORE_FORMS, V_FORMS * 3))]
-    configs += [("random", None, None, None, None)] * runs
-    for n, config in enumerate(configs):
-        mode, *forms = config
-        got = forward(model, sequences, Run(fmt, mode, seed * 1000 + n, *forms))
-        for gs, ws in zip(got, exact):
-            for gt, wt in zip(gs, ws):
-                for j, g in enumerate(gt):
-                    lo, hi = coordinate_range(wt, j)  # an enclosure (softmax): its distance, a lower bound
-                    seen = max(seen, lo - g, g - hi)
+    for gs, ws in zip(got, exact):
+        for gt, wt in zip(gs, ws):
+            for j, g in enumerate(gt):
+                lo, hi = coordinate_range(wt, j)
+                seen = max(seen, lo - g, g - hi)
     return seen
+
+
+def worst(model: Model, sequences, exact, fmt: str, runs: int = 4, seed: int = 0) -> fmpq:
+    """The largest deviation (``deviation``) over the attack's ``configs(runs)``."""
+    return max(deviation(forward(model, sequences, Run(fmt, mode, seed * 1000 + n, *forms)), exact)
+               for n, (mode, *forms) in enumerate(configs(runs)))

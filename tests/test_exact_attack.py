@@ -12,7 +12,7 @@ from __future__ import annotations
 import random
 
 import pytest
-from floatforms import MODES, SCORE_FORMS, V_FORMS, Run, forward, worst
+from floatforms import MODES, SCORE_FORMS, V_FORMS, ResidualOverflow, Run, forward, worst
 from flint import fmpq
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -317,6 +317,23 @@ def test_a_pre_activation_with_a_rounded_input_is_exact_and_its_bound_attained()
     assert bound == 0 and seen == 0
     bound, seen = assert_within(model, [((Q(121, 3), Q(3, 4)),)], "bfloat16", runs=4)
     assert seen == Q(1, 12) and bound - seen < Q(1, 2 ** 40)
+
+
+def test_an_overflow_in_the_residual_stream_is_told_from_one_a_relu_may_drop():
+    """binary16, one coordinate x = 40000. x + relu(x) = 80000 overflows the residual sum:
+    the coordinate is inf, and every later layer keeps it so, a miss (ResidualOverflow, which
+    the survey's census of missing half-precision claims counts as one). x + relu(−4x): the
+    pre-activation −160000 overflows, but relu(−inf) = 0 and the run's output, 40000, is exact:
+    a plain OverflowError, which it does not count."""
+    def model(u: int) -> Model:
+        return Model(1, "hardmax", (Block(FF(Q(1), ((Q(u),),), (Q(0),), ((Q(1),),)), SA(Q(1), ZERO, ZERO)),))
+    inputs = [((Q(40000),),)]
+    for mode in MODES:
+        with pytest.raises(ResidualOverflow):
+            forward(model(1), inputs, Run("binary16", mode, 0))
+        with pytest.raises(OverflowError) as caught:
+            forward(model(-4), inputs, Run("binary16", mode, 0))
+        assert not isinstance(caught.value, ResidualOverflow)
 
 
 # ---------------------------------------------------------------- random small models

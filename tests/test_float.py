@@ -450,6 +450,47 @@ def test_the_survey_files_are_what_their_commands_print():
     assert (results / "float-data-limits.txt").read_text() == float_survey.data_limits(200) + "\n"
 
 
+def test_the_half_misses_files_cover_every_missing_half_precision_claim():
+    """docs/results/float-half-misses.txt (and -heldout.txt), behind docs/float.md's table of
+    missing half-precision claims: one line for each claim the survey's JSON lines miss (at most
+    50 tokens, none within 1e-1), the data's limit exactly where the analysis stopped at an input
+    beyond the range, and the head's counts those of the lines."""
+    results = Path(__file__).resolve().parent.parent / "docs" / "results"
+    for jsonl, txt in (("float-survey.jsonl", "float-half-misses.txt"),
+                       ("float-heldout.jsonl", "float-half-misses-heldout.txt")):
+        rows = [json.loads(line) for line in (results / jsonl).read_text().splitlines()]
+        stops = {(r["seed"], r["attention"], f): why for r in rows for f, why in r.get("stops", {}).items()}
+        text = (results / txt).read_text().splitlines()
+        head, lines = text[1:5], text[5:]
+        found = {}
+        for line in lines:
+            seed, attention, fmt, rest = line.split(None, 3)
+            found[int(seed), attention, fmt] = rest.split(": ", 1)[1]
+        assert found.keys() == stops.keys()
+        assert all((why == "an input beyond the range") == found[k].startswith("the data") for k, why in stops.items())
+        for line in head:
+            attention, fmt, counts = line.split(" ", 2)
+            mine = [v for (s, a, f), v in found.items() if (a, f) == (attention, fmt.rstrip(":"))]
+            assert counts.startswith(f"{len(mine)} missing")
+            misses = sum(v.startswith("run") and ("misses by" in v or "residual stream" in v) for v in mine)
+            assert (f"a run misses {misses}" in counts) == (misses > 0)
+
+
+def test_a_missing_half_precision_claim_is_shown_missing_by_a_run():
+    """float_survey.half_misses on survey seed 155 (18 tokens, d = 2): its hardmax model has no
+    bfloat16 claim, and the first emulated run, a forward chain, misses by more than 0.1 of
+    1 + max|y| — by 86 of it; an input beyond the range is reported as the data's."""
+    import float_survey
+
+    row = {"seed": 155, "attention": "hardmax", "tokens": 18, "d": 2, "kind": "equal-means",
+           "stops": {"binary16": "an input beyond the range", "bfloat16": "leaders: a unit that may switch"}}
+    out = float_survey.half_misses([row], runs=0).splitlines()
+    assert out[-2].endswith("the data: an input beyond the range")
+    assert out[-1].endswith("bfloat16 18 tokens, d =  2 (equal-means): run 0 (forward) misses by 86")
+    assert out[1] == "hardmax binary16: 1 missing; the data 1"
+    assert out[2] == "hardmax bfloat16: 1 missing; a run misses 1"
+
+
 def test_every_survey_seed_draws_a_dataset_the_assumptions_allow():
     """float_survey.dataset tells tokens apart by value, not by spelling: seed 1274 (mixed-scale)
     drew "0e3" and "0e-2", two input sets equal as numbers with different outputs, which no

@@ -7,6 +7,10 @@ Parameters and inputs are rounded to the dtype exactly (round to nearest
 from the rational, never through float64 for float32). ``order``: "numpy"
 (matmul and numpy's reductions), "forward" or "reverse" (every sum and dot
 product accumulated one term at a time, first to last or last to first).
+In float16, numpy's matmul and reductions (softmax's Σ exp too, in every
+order) accumulate in float32 and round once: a wider accumulator, which the
+float model does not cover (docs/float.md, "Not covered"), so a float16 run
+here is not one of its runs; tests/floatforms.py emulates those exactly.
 """
 from __future__ import annotations
 
