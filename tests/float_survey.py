@@ -233,18 +233,51 @@ def attack(row: dict, fmt: str = "binary32") -> float:
     return float(Fraction(int(seen.p), int(seen.q)) / (1 + _top(bundle.dataset)))
 
 
-def half_misses(rows: list[dict], runs: int = 100) -> str:
-    """Every missing half-precision claim of FILE (at most 50 tokens, no claim within 1e-1) beside
-    a run the float model allows that misses the limit: tests/floatforms.py's runs (the fixed forms,
-    then up to ``runs`` random ones, exp anywhere within its 4u), the first whose deviation exceeds
-    1e-1 of 1 + max|y| or that overflows in the residual stream (floatforms.ResidualOverflow: its
-    output is not finite); failing that, the first that overflows elsewhere (an infinity, which a
-    later ReLU may turn into 0 again, so not shown to miss); an input beyond the format's range is the data's
-    limit. numpy's float16 runs are not used: its matmul and sums of float16
-    accumulate in float32 and round once, which the float model does not cover."""
+def first_miss(model, inputs, final, top: Fraction, fmt: str, seed: int, runs: int = 100) -> tuple[str, str]:
+    """(what, found): the first run the float model allows in ``fmt`` that misses by more than
+    1e-1 of ``top`` (1 + max|y|) or overflows in the residual stream (floatforms.ResidualOverflow:
+    its output is not finite) — tests/floatforms.py's runs: the fixed forms, softmax's skewed
+    ones, then up to ``runs`` random ones, exp anywhere within its 4u; failing that, the first
+    that overflows elsewhere (an infinity, which a later ReLU may turn into 0 again, so not shown
+    to miss)."""
     import random
 
     import floatforms
+
+    tried = floatforms.configs(runs, model.attention == "softmax")
+    what, found = "no run misses", f"no run of {len(tried)} misses"
+    within = floatforms.exp_within
+    floatforms.exp_within = floatforms.exp_anywhere(random.Random(seed))
+    try:
+        for n, (mode, *forms) in enumerate(tried):
+            run = floatforms.Run(fmt, mode, seed * 1000 + n, *forms)
+            try:
+                seen = floatforms.deviation(floatforms.forward(model, inputs, run), final)
+            except floatforms.ResidualOverflow:
+                return "a run misses", f"run {n} ({mode}) overflows in the residual stream"
+            except OverflowError:  # an infinity, which a ReLU may still turn into 0: no miss yet
+                if what == "no run misses":
+                    what, found = "a run overflows", f"run {n} ({mode}) overflows, no run of {len(tried)} misses"
+                continue
+            seen = Fraction(int(seen.p), int(seen.q))
+            if seen > Fraction(str(LIMITS[fmt])) * top:
+                return "a run misses", f"run {n} ({mode}) misses by {float(seen / top):.2g}"
+    finally:
+        floatforms.exp_within = within
+    return what, found
+
+
+MISSES_HEAD = ("each missing half-precision claim (at most 50 tokens, no claim within 0.1 of 1 + max|y|) beside the "
+               "first run the float model allows (tests/floatforms.py) that misses by more than 0.1 of it, or overflows "
+               "in the residual stream (its output is then infinite or NaN); failing that, the first that overflows "
+               "elsewhere")
+
+
+def half_misses(rows: list[dict], runs: int = 100) -> str:
+    """Every missing half-precision claim of FILE (at most 50 tokens, no claim within 1e-1) beside
+    ``first_miss``'s run; an input beyond the format's range is the data's limit. numpy's float16
+    runs are not used: its matmul and sums of float16 accumulate in float32 and round once, which
+    the float model does not cover."""
     from tfcert.construct.bundle import build
     from tfcert.verify.formats import parse_document, read_model
 
@@ -262,38 +295,14 @@ def half_misses(rows: list[dict], runs: int = 100) -> str:
         inputs = [p.input for p in bundle.dataset.pairs]
         final, top = _final(model, inputs), 1 + _top(bundle.dataset)
         for fmt in wanted:
-            if row["stops"][fmt] == "an input beyond the range":
-                what, found = "the data", "the data: an input beyond the range"
-            else:
-                tried = floatforms.configs(runs, model.attention == "softmax")
-                what, found = "no run misses", f"no run of {len(tried)} misses"
-                within = floatforms.exp_within
-                floatforms.exp_within = floatforms.exp_anywhere(random.Random(row["seed"]))
-                try:
-                    for n, (mode, *forms) in enumerate(tried):
-                        run = floatforms.Run(fmt, mode, row["seed"] * 1000 + n, *forms)
-                        try:
-                            seen = floatforms.deviation(floatforms.forward(model, inputs, run), final)
-                        except floatforms.ResidualOverflow:
-                            what, found = "a run misses", f"run {n} ({mode}) overflows in the residual stream"
-                            break
-                        except OverflowError:  # an infinity, which a ReLU may still turn into 0: no miss yet
-                            if what == "no run misses":
-                                what, found = "a run overflows", f"run {n} ({mode}) overflows, no run of {len(tried)} misses"
-                            continue
-                        seen = Fraction(int(seen.p), int(seen.q))
-                        if seen > Fraction(str(LIMITS[fmt])) * top:
-                            what, found = "a run misses", f"run {n} ({mode}) misses by {float(seen) / float(top):.2g}"
-                            break
-                finally:
-                    floatforms.exp_within = within
+            what, found = (("the data", "the data: an input beyond the range")
+                           if row["stops"][fmt] == "an input beyond the range"
+                           else first_miss(model, inputs, final, top, fmt, row["seed"], runs))
             tally[row["attention"], fmt, what] += 1
             lines.append(f"{row['seed']:4d} {row['attention']:7s} {fmt:8s} {row['tokens']:2d} tokens, d = "
                          f"{row['d']:2d} ({row['kind']}): {found}")
             print(lines[-1], file=sys.stderr, flush=True)
-    head = ["each missing half-precision claim (at most 50 tokens, no claim within 0.1 of 1 + max|y|) beside the "
-            "first run the float model allows (tests/floatforms.py) that misses by more than 0.1 of it, or overflows in the "
-            "residual stream (its output is then infinite or NaN); failing that, the first that overflows elsewhere"]
+    head = [MISSES_HEAD]
     for attention in ("hardmax", "softmax"):
         for fmt in ("binary16", "bfloat16"):
             counts = {k[2]: v for k, v in tally.items() if k[:2] == (attention, fmt)}
@@ -485,14 +494,21 @@ def examples() -> str:
     "—": none) beside the deviation real runs show (``_runs``)."""
     from tfcert.verify.formats import parse_document, read_dataset, read_model
 
-    lines, reasons = [f"bundle                 {HEADER}"], []
+    lines, reasons, misses = [f"bundle                 {HEADER}"], [], []
     for folder in sorted(p for p in (REPO / "certificates").iterdir() if p.is_dir()):
         model = read_model(parse_document(str(folder / "model.json"), (folder / "model.json").read_bytes()))
         data = read_dataset(parse_document(str(folder / "dataset.json"), (folder / "dataset.json").read_bytes()))
         claims = _claims(json.loads((folder / "certificate.json").read_text()))
         lines += _measured(f"{folder.name:22s}", model, data, claims)[0]
         reasons += [f"{folder.name} {fmt}: {why}" for fmt, why in _why(model, data, list(DTYPES)).items()]
-    return "\n".join([*lines, "", "where no claim is made, why (tfcert audit --float FORMAT):", *reasons])
+        inputs = [p.input for p in data.pairs]
+        if sum(map(len, inputs)) <= 50:
+            top = 1 + _top(data)
+            misses += [f"{folder.name} {fmt}: " + first_miss(model, inputs, _final(model, inputs), top, fmt, 0)[1]
+                       for fmt in ("binary16", "bfloat16") if fmt not in claims or claims[fmt] > top / 10]
+    return "\n".join([*lines, "", "where no claim is made, why (tfcert audit --float FORMAT):", *reasons, "",
+                      "where a bundle of at most 50 tokens has no half-precision claim within 0.1 of 1 + max|y|, the "
+                      "first run the float model allows that misses (as --half-misses):", *misses])
 
 
 def _table(path: Path, attention: str) -> tuple[list[str], str, list[str]]:
