@@ -6,7 +6,12 @@
     A, V   = scale·I + Σ_k u_k v_kᵀ     (kept in that low-rank form: A x = scale·x + Σ_k u_k (v_k·x))
 
 hardmax: π_i is uniform over the argmax set {l : s_il == max_l s_il} (exact float equality), computed
-as (Σ_{l in set} x_l) / |set|; softmax: π_i = torch.softmax(s_i / τ).
+as (Σ_{l in set} x_l) / |set|; softmax: π_i = softmax(s_i / τ).
+
+In float16 and bfloat16 every matrix product and softmax's Σ exp add one term at a time in the
+dtype (``matmul``, ``softmax``): torch's own accumulate in float32 and round once, a run the float
+claim does not speak about (docs/float.md, "The float run it speaks about"); each elementwise
+operation torch computes in float32 and rounds once, which is the correctly rounded result.
 
 This module imports torch; ``tfcert.export`` imports it only when a function needs it.
 """
@@ -30,6 +35,32 @@ def dtype_name(dtype) -> str:
     raise ValueError(f"dtype must be float64, float32, float16 or bfloat16, got {dtype!r}")
 
 
+NARROW = (torch.float16, torch.bfloat16)
+
+
+def matmul(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """a @ b; in float16 and bfloat16 as a sum of rounded products, each added in the dtype in
+    turn — a run of the float model, where torch's matmul (float32 accumulation) is not."""
+    if a.dtype not in NARROW or a.shape[-1] == 0:
+        return a @ b
+    out = a[..., :, :1] * b[..., :1, :]
+    for k in range(1, a.shape[-1]):
+        out = out + a[..., :, k:k + 1] * b[..., k:k + 1, :]
+    return out
+
+
+def softmax(z: torch.Tensor) -> torch.Tensor:
+    """softmax over the last axis; in float16 and bfloat16 exp(z − max) divided by its sum, added
+    in the dtype in turn (torch.softmax computes in float32 and rounds once)."""
+    if z.dtype not in NARROW:
+        return torch.softmax(z, dim=-1)
+    e = torch.exp(z - z.amax(dim=-1, keepdim=True))
+    total = e[..., :1]
+    for k in range(1, e.shape[-1]):
+        total = total + e[..., k:k + 1]
+    return e / total
+
+
 class FeedForward(nn.Module):
     def __init__(self, eta: torch.Tensor, U: torch.Tensor, b: torch.Tensor, W: torch.Tensor):
         super().__init__()
@@ -37,14 +68,14 @@ class FeedForward(nn.Module):
             self.register_buffer(name, t)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.eta * x + torch.relu(x @ self.U.T + self.b) @ self.W.T
+        return self.eta * x + matmul(torch.relu(matmul(x, self.U.T) + self.b), self.W.T)
 
 
 def _low_rank(scale: torch.Tensor, u: torch.Tensor, v: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
     """(scale·I + Σ u_k v_kᵀ) applied to every row of x (rows are tokens)."""
     out = scale * x
     if u.shape[0]:
-        out = out + (x @ v.T) @ u
+        out = out + matmul(matmul(x, v.T), u)
     return out
 
 
@@ -57,14 +88,14 @@ class Attention(nn.Module):
 
     def forward(self, x: torch.Tensor, keys: torch.Tensor, tau: torch.Tensor | None) -> torch.Tensor:
         """x: (B, n, d); keys: (B, 1, n) bool, False at padding; tau: the model's 0-d temperature (softmax)."""
-        s = _low_rank(self.A_scale, self.A_u, self.A_v, x) @ x.transpose(-1, -2)  # s[b, i, l] = ⟨A x_i, x_l⟩
+        s = matmul(_low_rank(self.A_scale, self.A_u, self.A_v, x), x.transpose(-1, -2))  # s[b, i, l] = ⟨A x_i, x_l⟩
         s = s.masked_fill(~keys, float("-inf"))
         if self.attention == "hardmax":
             chosen = (s == s.amax(dim=-1, keepdim=True)) & keys
             chosen = chosen.to(x.dtype)
-            mixed = (chosen @ x) / chosen.sum(dim=-1, keepdim=True)
+            mixed = matmul(chosen, x) / chosen.sum(dim=-1, keepdim=True)
         else:
-            mixed = torch.softmax(s / tau, dim=-1) @ x
+            mixed = matmul(softmax(s / tau), x)
         return self.rho * x + _low_rank(self.V_scale, self.V_u, self.V_v, mixed)
 
 

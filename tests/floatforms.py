@@ -32,7 +32,8 @@ PUSHES = (1, -1, 0)  # exp at the top of its 2 ulps, at the bottom, correctly ro
 
 class Run:
     """One float run: ``mode`` "forward", "reverse" (chains, no FMA), "fma" (a forward FMA
-    chain) or "random" (a random tree, FMA at random, forms at random per call). ``skew`` ±1:
+    chain) or "random" (a random tree, FMA at random, forms at random per call); "wide", each
+    sum accumulated in binary32 and rounded once, is outside the float model (not in MODES). ``skew`` ±1:
     every softmax pushes exp up (down, for −1) for the tokens above the mean of the coordinate
     that varies most across them and the other way below it — the one pattern of pushes that
     moves a weighted mean farthest, which pushes at random almost never hit."""
@@ -52,6 +53,11 @@ class Run:
         if not terms:
             return fmpq(0)
         terms = list(terms)
+        if self.mode == "wide":  # torch's float16 and bfloat16 matmul: a binary32 accumulator, rounded once
+            acc, wide = fmpq(0), FORMATS["binary32"]
+            for t in terms:  # each product of two narrow numbers is exact in binary32
+                acc = round_nearest(acc + (t[1] * t[2] if t[0] == "p" else t[1]), wide)
+            return self.r(acc)
         if self.mode in ("forward", "reverse", "fma"):
             if self.mode == "reverse":
                 terms.reverse()

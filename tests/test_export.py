@@ -207,6 +207,34 @@ def test_sixteen_bit_modules_run_in_their_dtype(torch, attention, dtype):
     assert 0 < tx.max_deviation(tx.to_torch(two, dtype), two, DYADIC_INPUTS) < 1
 
 
+@pytest.mark.parametrize("dtype, fmt, p", [("float16", "binary16", 11), ("bfloat16", "bfloat16", 8)])
+def test_sixteen_bit_modules_add_term_by_term(torch, dtype, fmt, p):
+    """torch's float16 and bfloat16 matmul adds in float32 and rounds once, a run the float claim
+    does not cover; the module adds each product in the dtype, as the float model's runs do.
+    W relu(U x + b) with relu(U x + b) = (2^p, 1, 1)·2^-6 and W = (1, 1, 1): term by term
+    (2^p + 1)·2^-6 ties to 2^(p−6), and so does the next, so the module gives 2^(p−6) (exactly
+    2^(p−6) + 2^-5, which float32 would give), and the float analysis's bound covers it."""
+    import tfcert.export as tx
+    from flint import fmpq
+
+    from tfcert.verify.evaluate import Replay
+    from tfcert.verify.float_analysis import Analysis
+    from tfcert.verify.floats import FORMATS as FLOATS
+    from tfcert.verify.formats import FF, SA, Block, LowRank, Model
+
+    top, one, small = fmpq(2 ** p, 64), fmpq(1), fmpq(1, 64)
+    ff = FF(fmpq(0), ((one,),) * 3, (fmpq(0), small - top, small - top), ((one, one, one),))
+    model = Model(1, "hardmax", (Block(ff, SA(one, LowRank(fmpq(0)), LowRank(fmpq(0)))),))
+    module = tx.to_torch(model, dtype)
+    assert module([[[top]]])[0].tolist() == [[float(top)]]
+    assert tx.max_deviation(module, model, [[[top]]], exact=True) == Fraction(1, 32)
+    analysis, replay = Analysis(model, [((top,),)], FLOATS[fmt]), Replay(model, [((top,),)])
+    for step in replay.steps():
+        analysis.step(step)
+    analysis.finish()
+    assert analysis.bound is not None and analysis.bound >= fmpq(1, 32)
+
+
 @pytest.mark.parametrize("dtype, x, want", [("float16", 1 + Fraction(1, 2 ** 11) + Fraction(1, 2 ** 60), 1 + 2.0 ** -10),
                                             ("bfloat16", 1 + Fraction(1, 2 ** 8) + Fraction(1, 2 ** 40), 1 + 2.0 ** -7)])
 def test_sixteen_bit_parameters_are_rounded_once(torch, dtype, x, want):
