@@ -33,10 +33,10 @@ PUSHES = (1, -1, 0)  # exp at the top of its 2 ulps, at the bottom, correctly ro
 class Run:
     """One float run: ``mode`` "forward", "reverse" (chains, no FMA), "fma" (a forward FMA
     chain) or "random" (a random tree, FMA at random, forms at random per call); "wide", each
-    sum accumulated in binary32 and rounded once, is outside the float model (not in MODES). ``skew`` ±1:
-    every softmax pushes exp up (down, for −1) for the tokens above the mean of the coordinate
-    that varies most across them and the other way below it — the one pattern of pushes that
-    moves a weighted mean farthest, which pushes at random almost never hit."""
+    sum accumulated in binary32 and rounded once, is outside the float model (not in MODES).
+    ``skew`` ±1: every softmax pushes exp up (down, for −1) for the tokens above the mean of the
+    coordinate that varies most across them and the other way below it — about the pattern of
+    pushes that moves a weighted mean farthest, which pushes at random almost never hit."""
 
     def __init__(self, fmt: str, mode: str = "random", seed: int = 0, score_form: str | None = None,
                  v_form: str | None = None, norm_form: str | None = None, push: int | None = None,
