@@ -42,6 +42,7 @@ import sys
 import tempfile
 import time
 from collections import Counter
+from contextlib import contextmanager
 from fractions import Fraction
 from pathlib import Path
 
@@ -204,33 +205,48 @@ def _numpy_seen(model, inputs, final, fmt: str) -> list:
         return ["overflow", "overflow"]
 
 
-def attack(row: dict, fmt: str = "binary32") -> float:
-    """The emulated attack's worst run in ``fmt`` on the row's model, relative to 1 + max|y|: tests/
-    floatforms.py's fixed forms and max(150/n, 3000/n²) random ones (at least 2; n tokens: a run
-    costs about n), each exp pushed to anywhere in its 4u. A lone token's worst run may need one of
-    seven values of exp(0), one of four normalisations and one FMA order of the snap: about one run
-    in a few hundred (held-out seed 1019), so few tokens get many runs."""
-    runs = max(2, 150 // row["tokens"], 3000 // row["tokens"] ** 2)
-    import random
-
-    import floatforms
+def _rebuilt(row: dict) -> tuple:
+    """The row's model, rebuilt (construction is deterministic), its inputs and its dataset."""
     from tfcert.construct.bundle import build
     from tfcert.verify.formats import parse_document, read_model
 
-    within = floatforms.exp_within
     _, doc = dataset(row["seed"])
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "ds.json"
         path.write_text(json.dumps(doc))
         bundle = build(path, row["attention"])
     model = read_model(parse_document("model.json", bundle.files["model.json"]))
-    inputs = [p.input for p in bundle.dataset.pairs]
-    floatforms.exp_within = floatforms.exp_anywhere(random.Random(row["seed"]))
+    return model, [p.input for p in bundle.dataset.pairs], bundle.dataset
+
+
+@contextmanager
+def _exp_anywhere(seed: int):
+    """floatforms' runs with each exp anywhere within its 4u (floatforms.exp_anywhere) inside."""
+    import random
+
+    import floatforms
+
+    within = floatforms.exp_within
+    floatforms.exp_within = floatforms.exp_anywhere(random.Random(seed))
     try:
-        seen = floatforms.worst(model, inputs, _final(model, inputs), fmt, runs=runs, seed=row["seed"])
+        yield
     finally:
         floatforms.exp_within = within
-    return float(Fraction(int(seen.p), int(seen.q)) / (1 + _top(bundle.dataset)))
+
+
+def attack(row: dict, fmt: str = "binary32") -> float:
+    """The emulated attack's worst run in ``fmt`` on the row's model, relative to 1 + max|y|: tests/
+    floatforms.py's fixed forms and max(150/n, 3000/n²) random ones (at least 2; n tokens: a run
+    costs about n), each exp pushed to anywhere in its 4u. A lone token's worst run may need one of
+    seven values of exp(0), one of four normalisations and one FMA order of the snap: about one run
+    in a few hundred (held-out seed 1019), so few tokens get many runs."""
+    import floatforms
+
+    runs = max(2, 150 // row["tokens"], 3000 // row["tokens"] ** 2)
+    model, inputs, data = _rebuilt(row)
+    with _exp_anywhere(row["seed"]):
+        seen = floatforms.worst(model, inputs, _final(model, inputs), fmt, runs=runs, seed=row["seed"])
+    return float(Fraction(int(seen.p), int(seen.q)) / (1 + _top(data)))
 
 
 def first_miss(model, inputs, final, top: Fraction, fmt: str, seed: int, runs: int = 100) -> tuple[str, str]:
@@ -240,15 +256,11 @@ def first_miss(model, inputs, final, top: Fraction, fmt: str, seed: int, runs: i
     ones, then up to ``runs`` random ones, exp anywhere within its 4u; failing that, the first
     that overflows elsewhere (an infinity, which a later ReLU may turn into 0 again, so not shown
     to miss)."""
-    import random
-
     import floatforms
 
     tried = floatforms.configs(runs, model.attention == "softmax")
     what, found = "no run misses", f"no run of {len(tried)} misses"
-    within = floatforms.exp_within
-    floatforms.exp_within = floatforms.exp_anywhere(random.Random(seed))
-    try:
+    with _exp_anywhere(seed):
         for n, (mode, *forms) in enumerate(tried):
             run = floatforms.Run(fmt, mode, seed * 1000 + n, *forms)
             try:
@@ -262,8 +274,6 @@ def first_miss(model, inputs, final, top: Fraction, fmt: str, seed: int, runs: i
             seen = Fraction(int(seen.p), int(seen.q))
             if seen > Fraction(str(LIMITS[fmt])) * top:
                 return "a run misses", f"run {n} ({mode}) misses by {float(seen / top):.2g}"
-    finally:
-        floatforms.exp_within = within
     return what, found
 
 
@@ -278,22 +288,13 @@ def half_misses(rows: list[dict], runs: int = 100) -> str:
     ``first_miss``'s run; an input beyond the format's range is the data's limit. numpy's float16
     runs are not used: its matmul and sums of float16 accumulate in float32 and round once, which
     the float model does not cover."""
-    from tfcert.construct.bundle import build
-    from tfcert.verify.formats import parse_document, read_model
-
     lines, tally = [], Counter()
     for row in rows:
         wanted = [f for f in ("binary16", "bfloat16") if f in row.get("stops", {})]
         if not wanted:
             continue
-        _, doc = dataset(row["seed"])
-        with tempfile.TemporaryDirectory() as tmp:
-            path = Path(tmp) / "ds.json"
-            path.write_text(json.dumps(doc))
-            bundle = build(path, row["attention"])
-        model = read_model(parse_document("model.json", bundle.files["model.json"]))
-        inputs = [p.input for p in bundle.dataset.pairs]
-        final, top = _final(model, inputs), 1 + _top(bundle.dataset)
+        model, inputs, data = _rebuilt(row)
+        final, top = _final(model, inputs), 1 + _top(data)
         for fmt in wanted:
             what, found = (("the data", "the data: an input beyond the range")
                            if row["stops"][fmt] == "an input beyond the range"
