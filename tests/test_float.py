@@ -50,7 +50,11 @@ def check_bounds(ds: dict, attention: str) -> dict[str, Fraction]:
         assert "binary64" in claims, "a binary64 bound is always proven for such small data"
     with np.errstate(all="ignore"):
         for fmt, bound in claims.items():
-            for order in ORDERS if fmt in DTYPES else ():  # bfloat16: tests/test_float_orders.py
+            # bfloat16: tests/test_float_orders.py. numpy's own float16 order sums in float32 and
+            # rounds once, outside the float model (docs/float.md): the issue asks for it, and it
+            # holds on constructed models, but a random model can leave it (tests/test_exact_attack.py,
+            # test_a_wider_accumulator_is_outside_the_float_model) — a finding, not a soundness bug
+            for order in ORDERS if fmt in DTYPES else ():
                 seen = deviation(model, [p.input for p in dataset.pairs], final, fmt, order)
                 assert seen <= bound, (fmt, order, seen, float(bound))
     return claims
