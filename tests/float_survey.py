@@ -258,18 +258,18 @@ def first_miss(model, inputs, final, top: Fraction, fmt: str, seed: int, runs: i
     to miss)."""
     import floatforms
 
-    tried = floatforms.configs(runs, model.attention == "softmax")
-    what, found = "no run misses", f"no run of {len(tried)} misses"
+    skewed = model.attention == "softmax"
+    tried = len(floatforms.configs(runs, skewed))
+    what, found = "no run misses", f"no run of {tried} misses"
     with _exp_anywhere(seed):
-        for n, (mode, *forms) in enumerate(tried):
-            run = floatforms.Run(fmt, mode, seed * 1000 + n, *forms)
+        for n, mode, run in floatforms.attack_runs(fmt, runs, seed, skewed):
             try:
                 seen = floatforms.deviation(floatforms.forward(model, inputs, run), final)
             except floatforms.ResidualOverflow:
                 return "a run misses", f"run {n} ({mode}) overflows in the residual stream"
             except OverflowError:  # an infinity, which a ReLU may still turn into 0: no miss yet
                 if what == "no run misses":
-                    what, found = "a run overflows", f"run {n} ({mode}) overflows, no run of {len(tried)} misses"
+                    what, found = "a run overflows", f"run {n} ({mode}) overflows, no run of {tried} misses"
                 continue
             seen = Fraction(int(seen.p), int(seen.q))
             if seen > Fraction(str(LIMITS[fmt])) * top:

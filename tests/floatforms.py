@@ -289,8 +289,8 @@ MODES = ("forward", "reverse", "fma", "random")
 def configs(runs: int, skewed: bool = False) -> list[tuple]:
     """The attack's runs, in order: the fixed modes (every score and V form each; softmax: each
     normalisation with exp pushed up, down or not, shifted from mode to mode), where ``skewed``
-    the skewed ones (Run.skew, each normalisation: for softmax), then ``runs`` random ones; run n
-    of a seed's attack is Run(fmt, *configs(…)[n]) seeded seed * 1000 + n."""
+    the skewed ones (Run.skew, each normalisation: for softmax), then ``runs`` random ones
+    (attack_runs makes each a Run)."""
     fixed = [(m, sf, vf, NORM_FORMS[(k + i) % 4], PUSHES[(k + 2 * i) % 3])
              for i, m in enumerate(("forward", "reverse", "fma"))
              for k, (sf, vf) in enumerate(zip(SCORE_FORMS, V_FORMS * 3))]
@@ -311,7 +311,12 @@ def deviation(got, exact) -> fmpq:
     return seen
 
 
+def attack_runs(fmt: str, runs: int, seed: int, skewed: bool = False):
+    """(n, mode, Run) for each of ``configs(runs, skewed)``, run n seeded seed * 1000 + n."""
+    for n, (mode, *forms) in enumerate(configs(runs, skewed)):
+        yield n, mode, Run(fmt, mode, seed * 1000 + n, *forms)
+
+
 def worst(model: Model, sequences, exact, fmt: str, runs: int = 4, seed: int = 0) -> fmpq:
-    """The largest deviation (``deviation``) over the attack's ``configs(runs)``."""
-    return max(deviation(forward(model, sequences, Run(fmt, mode, seed * 1000 + n, *forms)), exact)
-               for n, (mode, *forms) in enumerate(configs(runs)))
+    """The largest deviation (``deviation``) over the attack's runs (``attack_runs``)."""
+    return max(deviation(forward(model, sequences, run), exact) for _, _, run in attack_runs(fmt, runs, seed))
