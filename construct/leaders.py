@@ -144,8 +144,9 @@ def circle_point(tau: fmpq, grid: fmpq, mirror: bool = False) -> tuple[fmpq, fmp
 def mirrored(r: int) -> bool:
     """d ≤ 3: whether a sequence's leader r (0: its P leader) sits mirrored, at 180° − 2·atan τ:
     leaders 2, 4, …, so that one sequence's leaders other than its P leader alternate between the
-    arcs 28°–74° and 106°–152°, and those on one arc lie twice as many steps of τ apart. The codes, the side values, stay those of τ, distinct; every leader but the P leader
-    still has a smaller up value, and a mirrored one a negative one. On the float survey's 70
+    arcs 28°–74° and 106°–152°, and those on one arc lie twice as many steps of τ apart. The
+    codes, the side values, stay those of τ, distinct; every leader but the P leader still has a
+    smaller up value, and a mirrored one a negative one. On the float survey's 70
     datasets of at most 50 tokens it gave one half-precision claim within 1e-1 more (softmax seed
     35's binary16), on the held-out 73 nine (the collapse's argmax gaps of seeds 1067, 1123, 1139
     and 1160 had been below their error bounds), on the 49 of d ≤ 3 among seeds 600–999 three,
